@@ -1,0 +1,211 @@
+//! Content addressing: [`content_id`], [`Row::content_key`] and the
+//! [`IdempotentSink`] decorator that writes each distinct row at most once.
+//!
+//! A row's identity is the SHA-256 of its canonical form (its
+//! `serde_json::to_string`), so the same data always has the same key, in
+//! this process or the next, and changed data is a new row.
+
+mod idempotent;
+
+pub use idempotent::IdempotentSink;
+
+use sha2::{Digest as _, Sha256};
+use std::io;
+
+use crate::{EtlError, Row};
+
+/// A content key in binary: the SHA-256 digest that [`content_id`] formats
+/// as hex. Stored this way it costs 32 bytes instead of a 64-byte `String`
+/// plus its heap header.
+pub(crate) type Digest = [u8; 32];
+
+/// The kind tag under which [`Row::content_key`] hashes rows.
+pub(crate) const ROW_KIND: &str = "row";
+
+/// The content id of `canonical` under the entity kind `kind`: lowercase hex
+/// SHA-256 of `kind`, one `0x00` byte, then `canonical`.
+///
+/// The kind tag keeps equal text of different entities apart; the `0x00`
+/// separator makes the boundary between kind and text unambiguous **as long
+/// as `kind` holds no NUL byte** (with one, `("a\0b", "c")` and `("a", "b\0c")`
+/// would hash the same bytes). Kinds are tags chosen by the programmer, not
+/// data: a debug build asserts this, and [`try_content_id`] checks it for
+/// kinds that come from elsewhere.
+///
+/// ```
+/// use etl_core::content_id;
+///
+/// let id = content_id("row", "x");
+/// assert_eq!(id.len(), 64);
+/// assert_eq!(id, content_id("row", "x"));
+/// assert_ne!(id, content_id("launch", "x"));
+/// ```
+pub fn content_id(kind: &str, canonical: &str) -> String {
+    debug_assert!(
+        !kind.contains('\0'),
+        "content_id: kind {kind:?} holds a NUL byte, which breaks the separator"
+    );
+    hex::encode(digest(kind, canonical.as_bytes()))
+}
+
+/// [`content_id`] for a `kind` that is not a constant: refuses a kind holding
+/// a NUL byte with [`EtlError::InvalidInput`] instead of hashing it.
+///
+/// ```
+/// use etl_core::content::try_content_id;
+///
+/// assert_eq!(try_content_id("row", "x")?, etl_core::content_id("row", "x"));
+/// assert!(try_content_id("r\0w", "x").is_err());
+/// # Ok::<(), etl_core::EtlError>(())
+/// ```
+pub fn try_content_id(kind: &str, canonical: &str) -> Result<String, EtlError> {
+    if kind.contains('\0') {
+        return Err(EtlError::InvalidInput(format!(
+            "content kind {kind:?} holds a NUL byte; the 0x00 separator needs kinds without one"
+        )));
+    }
+    Ok(content_id(kind, canonical))
+}
+
+/// The binary digest behind [`content_id`], for bytes that are already the
+/// canonical form (a stored JSONL line).
+pub(crate) fn digest(kind: &str, canonical: &[u8]) -> Digest {
+    let mut hasher = kind_hasher(kind);
+    hasher.update(canonical);
+    hasher.finalize().into()
+}
+
+fn kind_hasher(kind: &str) -> Sha256 {
+    let mut hasher = Sha256::new();
+    hasher.update(kind.as_bytes());
+    hasher.update([0u8]);
+    hasher
+}
+
+/// Feeds serde_json's output straight into the hasher: the bytes hashed are
+/// exactly those `serde_json::to_string` would produce, without building the
+/// string.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Row {
+    /// The row's content key: [`content_id`]`("row", serde_json::to_string(self))`.
+    ///
+    /// Fallible on purpose: a row that cannot be serialised gets an
+    /// [`EtlError::Parse`], never a shared fallback key that would make
+    /// distinct rows look like duplicates and silently drop them.
+    ///
+    /// ```
+    /// use etl_core::{content_id, Launch, Row};
+    ///
+    /// let row = Row::Launches(Launch { id: "1".into(), name: "Electron".into(), ..Default::default() });
+    /// let canonical = serde_json::to_string(&row)?;
+    /// assert_eq!(row.content_key()?, content_id("row", &canonical));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn content_key(&self) -> Result<String, EtlError> {
+        self.digest().map(hex::encode)
+    }
+
+    /// The binary form of [`Row::content_key`].
+    pub(crate) fn digest(&self) -> Result<Digest, EtlError> {
+        let mut hasher = kind_hasher(ROW_KIND);
+        serde_json::to_writer(HashWriter(&mut hasher), self).map_err(|e| {
+            EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
+        })?;
+        Ok(hasher.finalize().into())
+    }
+}
+
+/// Parses a key as [`content_id`] formats it (64 lowercase hex digits).
+pub(crate) fn parse_key(key: &str) -> Option<Digest> {
+    let bytes = key.as_bytes();
+    if bytes.len() != 64 || !bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(bytes, &mut out).ok()?;
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Launch;
+
+    fn launch(id: &str, name: &str) -> Row {
+        Row::Launches(Launch {
+            id: id.into(),
+            name: name.into(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn same_content_hashes_stable_distinct_content_differs() {
+        assert_eq!(content_id("row", "x"), content_id("row", "x"));
+        assert_ne!(content_id("row", "x"), content_id("row", "y"));
+        assert_ne!(content_id("a", "x"), content_id("b", "x"));
+    }
+
+    #[test]
+    fn content_id_is_sha256_of_kind_nul_canonical() {
+        // Computed outside Rust: `printf 'row\0x' | sha256sum`.
+        assert_eq!(
+            content_id("row", "x"),
+            "1a6787d3e9f760f3e6b0194d997042b2e554bf4970cce7f365ca0929a7e43123"
+        );
+    }
+
+    #[test]
+    fn separator_keeps_kind_and_text_apart() {
+        assert_ne!(content_id("ab", "c"), content_id("a", "bc"));
+    }
+
+    #[test]
+    fn try_content_id_refuses_nul_in_kind() {
+        let err = try_content_id("a\0b", "c").unwrap_err();
+        assert!(
+            matches!(err, EtlError::InvalidInput(ref m) if m.contains("NUL")),
+            "{err}"
+        );
+        assert_eq!(try_content_id("row", "x").unwrap(), content_id("row", "x"));
+    }
+
+    #[test]
+    fn content_key_is_stable_and_distinguishes_rows() {
+        let a = launch("1", "Falcon 9 | Starlink");
+        let b = launch("1", "Falcon 9 | Starlink");
+        assert_eq!(a.content_key().unwrap(), b.content_key().unwrap());
+        let mut c = a.clone();
+        let Row::Launches(l) = &mut c;
+        l.net = Some("2025-10-31T20:41:10Z".into());
+        assert_ne!(a.content_key().unwrap(), c.content_key().unwrap());
+    }
+
+    #[test]
+    fn content_key_hashes_exactly_the_jsonl_line() {
+        let row = launch("7", "Electron | \"quoted\" \u{1F680}");
+        let line = serde_json::to_string(&row).unwrap();
+        assert_eq!(row.content_key().unwrap(), content_id("row", &line));
+    }
+
+    #[test]
+    fn parse_key_accepts_only_content_id_output() {
+        let key = content_id("row", "x");
+        assert_eq!(parse_key(&key).map(hex::encode), Some(key.clone()));
+        assert_eq!(parse_key(&key.to_uppercase()), None);
+        assert_eq!(parse_key(&key[..63]), None);
+        assert_eq!(parse_key("zz"), None);
+    }
+}

@@ -1,0 +1,271 @@
+//! [`IdempotentSink`]: a [`Sink`] decorator that forwards each distinct row
+//! to the sink it wraps at most once.
+//!
+//! The rule it keeps (the one dlt, Stripe and Flink keep too): a key counts
+//! as written only once its write succeeded. Until then it is *claimed* by
+//! the load that is writing it; a failed or cancelled write gives the claim
+//! back, and a load that meets another's claim waits for the outcome.
+
+use async_trait::async_trait;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use tokio::sync::Notify;
+
+use super::{parse_key, Digest};
+use crate::{EtlError, Row, Sink};
+
+/// Wraps a [`Sink`] so that loading the same row twice writes it once.
+///
+/// A row's identity is its [`Row::content_key`]: a re-run of a pipeline
+/// forwards only rows it has not written before, and a launch whose data
+/// changed upstream is a new row. Keys are remembered in memory;
+/// [`IdempotentSink::with_seen`] starts from the keys of an earlier run (for
+/// example [`crate::JsonlSink::content_keys`]), so re-runs across processes
+/// are safe too.
+///
+/// `load` answers `Ok` only when every row it was handed is written: by this
+/// call, or by an earlier or concurrent call whose write succeeded.
+/// - All keys of a batch are computed before any is remembered: a row that
+///   cannot be serialised fails the batch and marks nothing.
+/// - A failed inner write, or a load whose future is dropped mid-write,
+///   forgets the keys it claimed, so a retry writes them.
+/// - A load meeting rows that a concurrent load is still writing waits for
+///   that load; if it failed, this load writes them itself.
+/// - Duplicates within one batch are written once (the first copy; rows keep
+///   their input order), and a batch with nothing fresh never reaches the
+///   inner sink.
+///
+/// ```
+/// use etl_core::{IdempotentSink, JsonlSink, Launch, Row, Sink};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), etl_core::EtlError> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("launches.jsonl");
+/// let row = |id: &str| Row::Launches(Launch { id: id.into(), name: "Electron".into(), ..Default::default() });
+///
+/// // First run: both rows are new.
+/// let file = JsonlSink::open(&path)?;
+/// let sink = IdempotentSink::new(file);
+/// assert_eq!(sink.load(&[row("a"), row("b")]).await?, 2);
+/// assert_eq!(sink.load(&[row("a"), row("b")]).await?, 0);
+///
+/// // A later run resumes from the file: only the new row is written.
+/// let file = JsonlSink::open(&path)?;
+/// let seen = file.content_keys()?;
+/// let sink = IdempotentSink::with_seen(file, seen);
+/// assert_eq!(sink.load(&[row("a"), row("b"), row("c")]).await?, 1);
+/// # Ok(())
+/// # }
+/// ```
+pub struct IdempotentSink<S> {
+    inner: S,
+    keys: Mutex<Keys>,
+    /// Woken whenever a claim settles, so loads waiting on it look again.
+    settled: Notify,
+}
+
+#[derive(Default)]
+struct Keys {
+    /// Keys whose rows the inner sink wrote.
+    written: HashSet<Digest>,
+    /// Keys a running load has claimed and is writing now.
+    claimed: HashSet<Digest>,
+}
+
+impl<S> IdempotentSink<S> {
+    /// Wraps `inner`, remembering no rows yet.
+    pub fn new(inner: S) -> Self {
+        Self::with_keys(inner, HashSet::new())
+    }
+
+    /// Wraps `inner`, treating the rows with these content keys as already
+    /// written (keys as [`Row::content_key`] returns them).
+    ///
+    /// A string that is not a content key (64 lowercase hex digits) can never
+    /// equal one, so it is skipped: remembering it would change nothing.
+    pub fn with_seen(inner: S, keys: impl IntoIterator<Item = String>) -> Self {
+        let written = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
+        Self::with_keys(inner, written)
+    }
+
+    fn with_keys(inner: S, written: HashSet<Digest>) -> Self {
+        IdempotentSink {
+            inner,
+            keys: Mutex::new(Keys {
+                written,
+                claimed: HashSet::new(),
+            }),
+            settled: Notify::new(),
+        }
+    }
+
+    /// The wrapped sink.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the inner sink, forgetting the remembered keys.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// How many distinct rows are known to be written.
+    pub fn seen_count(&self) -> usize {
+        self.lock().written.len()
+    }
+
+    /// Whether the row with this content key is known to be written.
+    pub fn is_seen(&self, key: &str) -> bool {
+        parse_key(key).is_some_and(|d| self.lock().written.contains(&d))
+    }
+
+    /// The critical sections below cannot panic half-way, so a poisoned lock
+    /// still guards consistent sets: carry on rather than panic.
+    fn lock(&self) -> MutexGuard<'_, Keys> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for IdempotentSink<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotentSink")
+            .field("inner", &self.inner)
+            .field("seen", &self.seen_count())
+            .finish()
+    }
+}
+
+/// What one look at the key sets found for the rows still to settle.
+struct Pass {
+    /// Indices of rows this load claimed and must write now.
+    claimed: Vec<usize>,
+    /// Indices of rows a concurrent load is writing.
+    waiting: Vec<usize>,
+}
+
+/// Keys claimed by one inner write. Dropping it without [`Claim::written`]
+/// (the write failed, panicked or its future was dropped) gives the keys
+/// back, so the next load of those rows writes them.
+struct Claim<'a> {
+    keys: &'a Mutex<Keys>,
+    settled: &'a Notify,
+    digests: Vec<Digest>,
+    written: bool,
+}
+
+impl Claim<'_> {
+    fn written(mut self) {
+        self.written = true;
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        {
+            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            for digest in &self.digests {
+                keys.claimed.remove(digest);
+                if self.written {
+                    keys.written.insert(*digest);
+                }
+            }
+        }
+        self.settled.notify_waiters();
+    }
+}
+
+impl<S: Sink> IdempotentSink<S> {
+    /// Looks at the key sets once, under the lock: skips written rows,
+    /// claims free ones, and lists those another load is writing.
+    fn claim(&self, digests: &[Digest], todo: &[usize]) -> Pass {
+        let mut keys = self.lock();
+        let mut pass = Pass {
+            claimed: Vec::with_capacity(todo.len()),
+            waiting: Vec::new(),
+        };
+        for &i in todo {
+            let digest = &digests[i];
+            if keys.written.contains(digest) {
+                continue;
+            }
+            if keys.claimed.insert(*digest) {
+                pass.claimed.push(i);
+            } else {
+                pass.waiting.push(i);
+            }
+        }
+        pass
+    }
+
+    /// Writes the claimed rows through the inner sink; the claim settles
+    /// when this returns or its future is dropped.
+    async fn write(
+        &self,
+        rows: &[Row],
+        digests: &[Digest],
+        claimed: &[usize],
+    ) -> Result<usize, EtlError> {
+        let claim = Claim {
+            keys: &self.keys,
+            settled: &self.settled,
+            digests: claimed.iter().map(|&i| digests[i]).collect(),
+            written: false,
+        };
+        // The common case, a batch of all-new distinct rows, goes through
+        // without copying a row.
+        let batch: Cow<'_, [Row]> = if claimed.len() == rows.len() {
+            Cow::Borrowed(rows)
+        } else {
+            Cow::Owned(claimed.iter().map(|&i| rows[i].clone()).collect())
+        };
+        let count = self.inner.load(&batch).await?;
+        claim.written();
+        Ok(count)
+    }
+}
+
+#[async_trait]
+impl<S: Sink> Sink for IdempotentSink<S> {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        // Every key before any is claimed: a row that cannot be serialised
+        // fails the batch here, with nothing marked.
+        let digests = rows
+            .iter()
+            .map(Row::digest)
+            .collect::<Result<Vec<_>, _>>()?;
+
+        // First copy of each key only, in input order.
+        let mut in_batch = HashSet::with_capacity(rows.len());
+        let mut todo: Vec<usize> = (0..rows.len())
+            .filter(|&i| in_batch.insert(digests[i]))
+            .collect();
+        drop(in_batch);
+
+        let mut written = 0;
+        while !todo.is_empty() {
+            // Registered before looking, so a claim that settles after the
+            // look below cannot be missed.
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+
+            let pass = self.claim(&digests, &todo);
+            if !pass.claimed.is_empty() {
+                written += self.write(rows, &digests, &pass.claimed).await?;
+            }
+            if pass.waiting.is_empty() {
+                break;
+            }
+            // Another load is writing some of our rows: wait for it, then
+            // look again (they are written, or free for us to write).
+            settled.await;
+            todo = pass.waiting;
+        }
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests;

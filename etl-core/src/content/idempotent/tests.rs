@@ -1,0 +1,273 @@
+use super::*;
+use crate::Launch;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+fn row(id: &str) -> Row {
+    Row::Launches(Launch {
+        id: id.into(),
+        name: format!("launch {id}"),
+        ..Default::default()
+    })
+}
+
+fn ids(rows: &[Row]) -> Vec<String> {
+    rows.iter().map(|Row::Launches(l)| l.id.clone()).collect()
+}
+
+/// What the recording sink does on one call of `load`.
+enum Step {
+    /// Fail at once with a transient error.
+    Fail,
+    /// Never finish (the caller's future must be dropped).
+    Hang,
+    /// Wait for the signal, then succeed (`true`) or fail (`false`).
+    WaitThen(oneshot::Receiver<()>, bool),
+}
+
+/// A sink that records the rows it wrote, follows a script of steps (then
+/// succeeds), and counts its calls.
+#[derive(Default)]
+struct Recorder {
+    written: Mutex<Vec<Row>>,
+    calls: AtomicU32,
+    script: Mutex<VecDeque<Step>>,
+    entered: Notify,
+}
+
+impl Recorder {
+    fn scripted(steps: impl IntoIterator<Item = Step>) -> Self {
+        Recorder {
+            script: Mutex::new(steps.into_iter().collect()),
+            ..Default::default()
+        }
+    }
+
+    fn written_ids(&self) -> Vec<String> {
+        ids(&self.written.lock().unwrap())
+    }
+
+    fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Sink for Recorder {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.entered.notify_one();
+        let step = self.script.lock().unwrap().pop_front();
+        match step {
+            None => {}
+            Some(Step::Fail) => return Err(EtlError::Network("disk went away".into())),
+            Some(Step::Hang) => std::future::pending::<()>().await,
+            Some(Step::WaitThen(signal, ok)) => {
+                let _ = signal.await;
+                if !ok {
+                    return Err(EtlError::Network("write failed late".into()));
+                }
+            }
+        }
+        self.written.lock().unwrap().extend_from_slice(rows);
+        Ok(rows.len())
+    }
+}
+
+#[tokio::test]
+async fn rerun_writes_zero_new_rows() {
+    let sink = IdempotentSink::new(Recorder::default());
+    let rows = [row("a"), row("b")];
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.load(&rows).await.unwrap(), 0);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+}
+
+#[tokio::test]
+async fn distinct_rows_all_written() {
+    let sink = IdempotentSink::new(Recorder::default());
+    assert_eq!(sink.load(&[row("a"), row("b"), row("c")]).await.unwrap(), 3);
+    assert_eq!(sink.inner().written_ids(), ["a", "b", "c"]);
+    assert_eq!(sink.seen_count(), 3);
+}
+
+#[tokio::test]
+async fn batch_with_nothing_fresh_never_calls_inner() {
+    let sink = IdempotentSink::new(Recorder::default());
+    sink.load(&[row("a")]).await.unwrap();
+    assert_eq!(sink.load(&[row("a"), row("a")]).await.unwrap(), 0);
+    assert_eq!(sink.load(&[]).await.unwrap(), 0);
+    assert_eq!(sink.inner().calls(), 1);
+}
+
+#[tokio::test]
+async fn duplicates_in_a_batch_written_once_first_copy_in_order() {
+    let sink = IdempotentSink::new(Recorder::default());
+    let batch = [row("b"), row("a"), row("b"), row("c"), row("a")];
+    assert_eq!(sink.load(&batch).await.unwrap(), 3);
+    assert_eq!(sink.inner().written_ids(), ["b", "a", "c"]);
+}
+
+#[tokio::test]
+async fn changed_row_is_a_new_row() {
+    let sink = IdempotentSink::new(Recorder::default());
+    let before = row("a");
+    let mut after = before.clone();
+    let Row::Launches(l) = &mut after;
+    l.net = Some("2026-01-01T00:00:00Z".into());
+    assert_eq!(sink.load(std::slice::from_ref(&before)).await.unwrap(), 1);
+    assert_eq!(sink.load(&[before, after]).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn with_seen_skips_known_rows_and_ignores_non_keys() {
+    let known = row("a").content_key().unwrap();
+    let keys = vec![known.clone(), "not a key".to_string(), known.to_uppercase()];
+    let sink = IdempotentSink::with_seen(Recorder::default(), keys);
+    assert!(sink.is_seen(&known));
+    assert_eq!(
+        sink.seen_count(),
+        1,
+        "only the well-formed key is remembered"
+    );
+    assert_eq!(sink.load(&[row("a"), row("b")]).await.unwrap(), 1);
+    assert_eq!(sink.inner().written_ids(), ["b"]);
+}
+
+#[tokio::test]
+async fn failed_inner_write_unmarks_its_rows() {
+    let sink = IdempotentSink::new(Recorder::scripted([Step::Fail]));
+    let rows = [row("a"), row("b")];
+    let err = sink.load(&rows).await.unwrap_err();
+    assert!(matches!(err, EtlError::Network(_)), "{err}");
+    assert!(!sink.is_seen(&rows[0].content_key().unwrap()));
+    assert_eq!(sink.seen_count(), 0);
+    // The retry writes them.
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_load_unmarks_its_rows() {
+    let sink = IdempotentSink::new(Recorder::scripted([Step::Hang]));
+    let rows = [row("a"), row("b")];
+    let timed_out = tokio::time::timeout(Duration::from_secs(30), sink.load(&rows)).await;
+    assert!(timed_out.is_err(), "the hanging write must time out");
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+}
+
+/// Runs two overlapping loads: the first holds `b` in a write that ends as
+/// `first_ok` says; the second (`b`, `c`) meets that claim. Returns both
+/// results and the sink.
+async fn overlap(
+    first_ok: bool,
+) -> (
+    Result<usize, EtlError>,
+    Result<usize, EtlError>,
+    Arc<IdempotentSink<Recorder>>,
+) {
+    let (release, signal) = oneshot::channel();
+    let sink = Arc::new(IdempotentSink::new(Recorder::scripted([Step::WaitThen(
+        signal, first_ok,
+    )])));
+
+    let first = tokio::spawn({
+        let sink = Arc::clone(&sink);
+        async move { sink.load(&[row("a"), row("b")]).await }
+    });
+    sink.inner().entered.notified().await; // the first load is inside its write
+
+    let second = tokio::spawn({
+        let sink = Arc::clone(&sink);
+        async move { sink.load(&[row("b"), row("c")]).await }
+    });
+    sink.inner().entered.notified().await; // the second wrote `c` ...
+    for _ in 0..10 {
+        tokio::task::yield_now().await; // ... and is now waiting on `b`
+    }
+    assert!(
+        !second.is_finished(),
+        "the second load must wait for the first one's outcome"
+    );
+
+    release.send(()).unwrap();
+    (first.await.unwrap(), second.await.unwrap(), sink)
+}
+
+#[tokio::test]
+async fn concurrent_overlap_with_failing_writer_writes_rows_itself() {
+    let (first, second, sink) = overlap(false).await;
+    assert!(first.is_err(), "the first load's write failed");
+    assert_eq!(second.unwrap(), 2, "the second load wrote c, then b itself");
+    assert_eq!(sink.inner().written_ids(), ["c", "b"]);
+    assert_eq!(
+        sink.seen_count(),
+        2,
+        "a was never written, so it is not remembered"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_overlap_with_succeeding_writer_waits_and_writes_nothing_twice() {
+    let (first, second, sink) = overlap(true).await;
+    assert_eq!(first.unwrap(), 2);
+    assert_eq!(second.unwrap(), 1, "only c was this load's to write");
+    assert_eq!(sink.inner().written_ids(), ["c", "a", "b"]);
+    assert_eq!(sink.inner().calls(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_loads_write_each_row_exactly_once() {
+    // Every third inner call fails; loads retry until Ok. At the end each
+    // distinct row is written exactly once.
+    struct Flaky(Recorder, AtomicU32);
+    #[async_trait]
+    impl Sink for Flaky {
+        async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+            if self.1.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
+                tokio::task::yield_now().await;
+                return Err(EtlError::Network("flaky".into()));
+            }
+            tokio::task::yield_now().await;
+            self.0.load(rows).await
+        }
+    }
+    let sink = Arc::new(IdempotentSink::new(Flaky(
+        Recorder::default(),
+        AtomicU32::new(0),
+    )));
+    let tasks: Vec<_> = (0..16)
+        .map(|t| {
+            let sink = Arc::clone(&sink);
+            tokio::spawn(async move {
+                let batch: Vec<Row> = (t..t + 8).map(|i| row(&(i % 20).to_string())).collect();
+                // Bounded, so a claim that is never given back fails the
+                // test instead of hanging it.
+                for _ in 0..100 {
+                    if let Ok(n) = sink.load(&batch).await {
+                        return n;
+                    }
+                }
+                panic!("batch {t} never loaded");
+            })
+        })
+        .collect();
+    let mut reported = 0;
+    for task in tasks {
+        reported += task.await.unwrap();
+    }
+    let mut written = sink.inner().0.written_ids();
+    let n = written.len();
+    written.sort();
+    written.dedup();
+    assert_eq!(written.len(), n, "no row written twice");
+    assert_eq!(n, 20, "every distinct row written");
+    // A load that fails after an earlier pass of its own wrote rows reports
+    // an error, so the counts can only fall short, never overshoot.
+    assert!(reported <= 20, "counted {reported} writes of 20 rows");
+}

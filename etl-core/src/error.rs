@@ -1,0 +1,177 @@
+//! [`EtlError`]: every failure a pipeline meets, each classified on purpose as
+//! transient (worth retrying) or permanent (retrying cannot help).
+
+use std::io;
+use std::time::Duration;
+
+/// The error type of every etl-core seam.
+///
+/// Each variant is classified by [`EtlError::is_transient`]; [`crate::with_retry`]
+/// retries exactly the transient ones, and waits [`EtlError::retry_after`] when
+/// the server said how long to wait.
+///
+/// ```
+/// use etl_core::EtlError;
+/// use std::time::Duration;
+///
+/// let throttled = EtlError::RateLimited { retry_after_secs: 5 };
+/// assert!(throttled.is_transient());
+/// assert_eq!(throttled.retry_after(), Some(Duration::from_secs(5)));
+///
+/// let bad_body = EtlError::Parse("expected `results`".into());
+/// assert!(!bad_body.is_transient());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EtlError {
+    /// The network failed: connection refused or reset, DNS, a timeout.
+    /// Transient: the next attempt may well get through.
+    #[error("network error: {0}")]
+    Network(String),
+
+    /// The data could not be parsed or serialised. Permanent: the same bytes
+    /// parse the same way on every attempt.
+    #[error("parse error: {0}")]
+    Parse(String),
+
+    /// The server throttled us and said when to come back. Transient; the
+    /// server's delay beats our own backoff.
+    #[error("rate limited: retry after {retry_after_secs}s")]
+    RateLimited {
+        /// Seconds the server asked us to wait (its `Retry-After`).
+        retry_after_secs: u64,
+    },
+
+    /// The server answered with an HTTP status that is not a success and was
+    /// not mapped to a more specific variant. Transient for 408, 429 (with no
+    /// delay known: our backoff decides) and every 5xx; permanent otherwise.
+    #[error("HTTP {status}: {message}")]
+    Http {
+        /// The HTTP status code.
+        status: u16,
+        /// What the server said, or an excerpt of its body.
+        message: String,
+    },
+
+    /// Reading or writing local storage failed. Transient only for the kinds
+    /// of I/O failure that pass by themselves (interrupted, timed out, a reset
+    /// connection); a full disk or a missing permission is permanent.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+
+    /// The caller passed something the API cannot accept (named in the
+    /// message). Permanent.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+}
+
+impl EtlError {
+    /// Whether retrying the operation that failed may succeed.
+    ///
+    /// `Network`, `RateLimited`, HTTP 408/429/5xx and passing I/O failures
+    /// are transient; everything else is permanent.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EtlError::Network(_) | EtlError::RateLimited { .. } => true,
+            EtlError::Http { status, .. } => {
+                matches!(status, 408 | 429) || (500..=599).contains(status)
+            }
+            EtlError::Io(e) => matches!(
+                e.kind(),
+                io::ErrorKind::Interrupted
+                    | io::ErrorKind::TimedOut
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::BrokenPipe
+            ),
+            EtlError::Parse(_) | EtlError::InvalidInput(_) => false,
+        }
+    }
+
+    /// The delay the server asked for, if it named one (`RateLimited`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            EtlError::RateLimited { retry_after_secs } => {
+                Some(Duration::from_secs(*retry_after_secs))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<serde_json::Error> for EtlError {
+    /// serde_json reports I/O failures of a writer through its own error;
+    /// those keep their I/O classification, everything else is a `Parse`.
+    fn from(e: serde_json::Error) -> Self {
+        if e.is_io() {
+            EtlError::Io(e.into())
+        } else {
+            EtlError::Parse(e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_is_deliberate() {
+        assert!(EtlError::Network("reset".into()).is_transient());
+        assert!(EtlError::RateLimited {
+            retry_after_secs: 0
+        }
+        .is_transient());
+        assert!(!EtlError::Parse("x".into()).is_transient());
+        assert!(!EtlError::InvalidInput("x".into()).is_transient());
+        for status in [408, 429, 500, 502, 503, 599] {
+            let e = EtlError::Http {
+                status,
+                message: String::new(),
+            };
+            assert!(e.is_transient(), "{status} should be transient");
+        }
+        for status in [400, 401, 403, 404, 410, 422, 600] {
+            let e = EtlError::Http {
+                status,
+                message: String::new(),
+            };
+            assert!(!e.is_transient(), "{status} should be permanent");
+        }
+        let io = |k| EtlError::Io(io::Error::from(k));
+        assert!(io(io::ErrorKind::TimedOut).is_transient());
+        assert!(!io(io::ErrorKind::PermissionDenied).is_transient());
+        assert!(!io(io::ErrorKind::NotFound).is_transient());
+    }
+
+    #[test]
+    fn only_rate_limited_carries_a_server_delay() {
+        assert_eq!(
+            EtlError::RateLimited {
+                retry_after_secs: 7
+            }
+            .retry_after(),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(EtlError::Network("x".into()).retry_after(), None);
+        let e = EtlError::Http {
+            status: 429,
+            message: "slow down".into(),
+        };
+        assert_eq!(e.retry_after(), None);
+    }
+
+    #[test]
+    fn json_errors_are_parse_errors() {
+        let e: EtlError = serde_json::from_str::<u8>("nope").unwrap_err().into();
+        assert!(matches!(e, EtlError::Parse(_)), "{e:?}");
+    }
+
+    #[test]
+    fn errors_are_send_sync_static() {
+        fn check<E: std::error::Error + Send + Sync + 'static>() {}
+        check::<EtlError>();
+    }
+}

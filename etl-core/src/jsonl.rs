@@ -1,0 +1,313 @@
+//! [`JsonlSink`]: rows appended to a file, one JSON document per line.
+
+use async_trait::async_trait;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use crate::content::{digest, ROW_KIND};
+use crate::{EtlError, Row, Sink};
+
+/// A [`Sink`] appending each row as `serde_json::to_string(row)` + `\n`.
+///
+/// Crash safety:
+/// - a batch goes to the file in one `write_all`, then `sync_data` (unless
+///   [`JsonlSink::sync`] turned it off); a write that fails half-way is cut
+///   back off, so the file never keeps a partial line of ours;
+/// - [`JsonlSink::open`] cuts a torn last line (a crash mid-write) back to
+///   the last `\n`, so the next append cannot glue onto it;
+/// - writes are synchronous, with no `.await` inside `load`: a load whose
+///   future is dropped has either written its whole batch or nothing.
+///
+/// Each line is the canonical form [`Row::content_key`] hashes, so
+/// [`JsonlSink::content_keys`] recovers the keys of every stored row by
+/// hashing lines, without parsing them, for [`crate::IdempotentSink::with_seen`].
+///
+/// One `JsonlSink` should be the only writer of its file.
+///
+/// ```
+/// use etl_core::{JsonlSink, Launch, Row, Sink};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), etl_core::EtlError> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("launches.jsonl");
+/// let sink = JsonlSink::open(&path)?;
+/// let row = Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() });
+/// assert_eq!(sink.load(&[row.clone()]).await?, 1);
+///
+/// let text = std::fs::read_to_string(&path)?;
+/// assert_eq!(text, serde_json::to_string(&row)? + "\n");
+/// assert_eq!(sink.content_keys()?, [row.content_key()?]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct JsonlSink {
+    path: PathBuf,
+    file: Mutex<File>,
+    sync: bool,
+}
+
+impl JsonlSink {
+    /// Opens `path` for appending, creating it if missing, and cuts a torn
+    /// last line (one with no `\n`, left by a crash) off an existing file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, EtlError> {
+        let path = path.as_ref().to_path_buf();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|e| io_error(&path, "open", e))?;
+        let cut = repair_torn_tail(&mut file).map_err(|e| io_error(&path, "repair", e))?;
+        if cut > 0 {
+            tracing::warn!(path = %path.display(), bytes = cut, "cut a torn last line left by an interrupted write");
+        }
+        Ok(JsonlSink {
+            path,
+            file: Mutex::new(file),
+            sync: true,
+        })
+    }
+
+    /// Whether each batch is followed by `sync_data` (the default: a row
+    /// counted as written survives a power cut). Turn it off where the data
+    /// can be fetched again and speed matters more.
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// The file this sink appends to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The content keys of the rows already in the file, in file order: the
+    /// [`crate::content_id`] of each stored line under the "row" kind, which
+    /// is exactly its row's [`Row::content_key`].
+    pub fn content_keys(&self) -> Result<Vec<String>, EtlError> {
+        let _writer = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        read_content_keys(&self.path)
+    }
+}
+
+/// The content keys of the rows stored in the JSONL file at `path` (see
+/// [`JsonlSink::content_keys`]). A missing file holds no rows; a last line
+/// without its `\n` is a torn write, not a row, and is skipped.
+pub fn read_content_keys(path: impl AsRef<Path>) -> Result<Vec<String>, EtlError> {
+    let path = path.as_ref();
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(path, "open", e)),
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(4096);
+    let mut keys = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error(path, "read", e))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        line.pop();
+        if !line.is_empty() {
+            keys.push(hex::encode(digest(ROW_KIND, &line)));
+        }
+    }
+    Ok(keys)
+}
+
+/// Truncates `file` after its last `\n` (to empty when it has none) and
+/// returns how many bytes were cut.
+fn repair_torn_tail(file: &mut File) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = [0u8; 8192];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep < len {
+                file.set_len(keep)?;
+            }
+            return Ok(len - keep);
+        }
+        end = start;
+    }
+    if len > 0 {
+        file.set_len(0)?;
+    }
+    Ok(len)
+}
+
+fn io_error(path: &Path, what: &str, e: std::io::Error) -> EtlError {
+    EtlError::Io(std::io::Error::new(
+        e.kind(),
+        format!("{what} {}: {e}", path.display()),
+    ))
+}
+
+#[async_trait]
+impl Sink for JsonlSink {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // Serialise the whole batch first: a row that fails writes nothing.
+        let mut batch = Vec::with_capacity(rows.len() * 512);
+        for row in rows {
+            serde_json::to_writer(&mut batch, row)?;
+            batch.push(b'\n');
+        }
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = file
+            .metadata()
+            .map_err(|e| io_error(&self.path, "stat", e))?
+            .len();
+        let written =
+            file.write_all(&batch)
+                .and_then(|()| if self.sync { file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            // Never leave part of a batch behind: cut back to where it began.
+            // If even that fails, `open` cuts the torn line on the next run.
+            let _ = file.set_len(before);
+            return Err(io_error(&self.path, "write", e));
+        }
+        Ok(rows.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{IdempotentSink, Launch};
+
+    fn row(id: &str) -> Row {
+        Row::Launches(Launch {
+            id: id.into(),
+            name: format!("launch {id}"),
+            ..Default::default()
+        })
+    }
+
+    fn line(r: &Row) -> String {
+        serde_json::to_string(r).unwrap() + "\n"
+    }
+
+    #[tokio::test]
+    async fn appends_one_line_per_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let sink = JsonlSink::open(&path).unwrap();
+        assert_eq!(sink.load(&[row("a"), row("b")]).await.unwrap(), 2);
+        assert_eq!(sink.load(&[row("c")]).await.unwrap(), 1);
+        assert_eq!(sink.load(&[]).await.unwrap(), 0);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, line(&row("a")) + &line(&row("b")) + &line(&row("c")));
+        for l in text.lines() {
+            serde_json::from_str::<Row>(l).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn open_cuts_a_torn_jsonl_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let good = line(&row("a"));
+        let torn = &line(&row("b"))[..20];
+        std::fs::write(&path, format!("{good}{torn}")).unwrap();
+
+        let sink = JsonlSink::open(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), good);
+        sink.load(&[row("c")]).await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, good + &line(&row("c")));
+    }
+
+    #[test]
+    fn open_cuts_a_file_that_is_all_torn_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        // Longer than one read chunk, so the backwards scan crosses chunks.
+        std::fs::write(&path, "x".repeat(20_000)).unwrap();
+        JsonlSink::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn open_keeps_a_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let text = line(&row("a")).repeat(300);
+        std::fs::write(&path, &text).unwrap();
+        JsonlSink::open(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn content_keys_match_row_content_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let rows = [row("a"), row("b")];
+        let torn = &line(&row("c"))[..10];
+        std::fs::write(&path, line(&rows[0]) + "\n" + &line(&rows[1]) + torn).unwrap();
+        let expected: Vec<String> = rows.iter().map(|r| r.content_key().unwrap()).collect();
+        assert_eq!(
+            read_content_keys(&path).unwrap(),
+            expected,
+            "blank and torn lines are not rows"
+        );
+        assert!(read_content_keys(dir.path().join("missing.jsonl"))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[tokio::test]
+    async fn resume_from_an_existing_file_writes_only_new_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        {
+            let sink = IdempotentSink::new(JsonlSink::open(&path).unwrap());
+            assert_eq!(sink.load(&[row("a"), row("b")]).await.unwrap(), 2);
+        }
+        // A crash mid-write of the next batch left a torn line.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&line(&row("c")).as_bytes()[..15]).unwrap();
+        drop(f);
+
+        let file = JsonlSink::open(&path).unwrap();
+        let seen = file.content_keys().unwrap();
+        let sink = IdempotentSink::with_seen(file, seen);
+        assert_eq!(sink.load(&[row("a"), row("b"), row("c")]).await.unwrap(), 1);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, line(&row("a")) + &line(&row("b")) + &line(&row("c")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn failed_write_is_an_error_and_marks_nothing() {
+        // /dev/full accepts the open and fails every write with ENOSPC.
+        let sink = IdempotentSink::new(JsonlSink::open("/dev/full").unwrap().sync(false));
+        let err = sink.load(&[row("a")]).await.unwrap_err();
+        assert!(matches!(err, EtlError::Io(_)), "{err:?}");
+        assert!(err.to_string().contains("/dev/full"), "{err}");
+        assert_eq!(sink.seen_count(), 0, "an unwritten row is not remembered");
+    }
+
+    #[test]
+    fn open_names_the_path_it_could_not_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no-such-dir").join("out.jsonl");
+        let err = JsonlSink::open(&path).unwrap_err();
+        assert!(err.to_string().contains("no-such-dir"), "{err}");
+    }
+}

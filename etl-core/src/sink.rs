@@ -1,0 +1,42 @@
+//! [`Sink`]: where a pipeline's rows end up.
+
+use async_trait::async_trait;
+
+use crate::{EtlError, Row};
+
+/// A destination for rows.
+///
+/// `load` returns how many rows it wrote. An `Ok` means those rows are
+/// written (as durably as the sink promises); an `Err` means the caller must
+/// assume none of the batch was, and may retry it.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use etl_core::{EtlError, Row, Sink};
+/// use std::sync::Mutex;
+///
+/// /// Keeps rows in memory.
+/// #[derive(Default)]
+/// struct MemorySink(Mutex<Vec<Row>>);
+///
+/// #[async_trait]
+/// impl Sink for MemorySink {
+///     async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+///         self.0.lock().unwrap().extend_from_slice(rows);
+///         Ok(rows.len())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Sink: Send + Sync {
+    /// Writes `rows` and returns how many were written.
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError>;
+}
+
+/// A shared sink is a sink: lets one sink serve several pipelines or tasks.
+#[async_trait]
+impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        (**self).load(rows).await
+    }
+}
