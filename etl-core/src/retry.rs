@@ -2,7 +2,9 @@
 //! exponential backoff, honouring the server's Retry-After.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+use tokio::time::Sleep;
 
 use crate::EtlError;
 
@@ -106,33 +108,37 @@ where
 {
     let mut attempt: u32 = 0;
     loop {
-        let err = match op().await {
-            Ok(value) => return Ok(value),
-            Err(err) => err,
+        // The error lives in this block only: a local still in scope at the
+        // `.await` below would keep its storage in the future's state.
+        let sleep = {
+            let err = match op().await {
+                Ok(value) => return Ok(value),
+                Err(err) => err,
+            };
+            attempt = attempt.saturating_add(1);
+            if attempt >= policy.max_attempts || !err.is_transient() {
+                return Err(err);
+            }
+            let (delay, server_chose) = policy.delay_after(attempt, &err);
+            tracing::warn!(
+                attempt,
+                max_attempts = policy.max_attempts,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                retry_after = server_chose,
+                error = %err,
+                "transient failure, retrying"
+            );
+            pause(delay)
         };
-        attempt = attempt.saturating_add(1);
-        if attempt >= policy.max_attempts || !err.is_transient() {
-            return Err(err);
-        }
-        let (delay, server_chose) = policy.delay_after(attempt, &err);
-        tracing::warn!(
-            attempt,
-            max_attempts = policy.max_attempts,
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            retry_after = server_chose,
-            error = %err,
-            "transient failure, retrying"
-        );
-        drop(err);
-        pause(delay).await;
+        sleep.await;
     }
 }
 
-/// Boxed so that the timer lives on the heap only while a retry waits: the
-/// future `with_retry` returns stays small, and the success path never
-/// builds one.
-async fn pause(delay: Duration) {
-    Box::pin(tokio::time::sleep(delay)).await;
+/// The timer for one wait, boxed so that it lives on the heap only while a
+/// retry waits: the future `with_retry` returns keeps a pointer, not a
+/// timer, and the success path never builds one.
+fn pause(delay: Duration) -> Pin<Box<Sleep>> {
+    Box::pin(tokio::time::sleep(delay))
 }
 
 #[cfg(test)]

@@ -1,0 +1,87 @@
+//! Each retry emits one `tracing` event naming the attempt, the delay, the
+//! error and whether the server's Retry-After chose the delay.
+
+use etl_core::{with_retry, EtlError, RetryPolicy};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+type Fields = BTreeMap<String, String>;
+
+/// Records every event's level and fields.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<(Level, Fields)>>>);
+
+struct Collect<'a>(&'a mut Fields);
+
+impl Visit for Collect<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.0
+            .insert(field.name().to_string(), format!("{value:?}"));
+    }
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::new();
+        event.record(&mut Collect(&mut fields));
+        self.0
+            .lock()
+            .unwrap()
+            .push((*event.metadata().level(), fields));
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn retry_emits_one_event_per_retry_with_its_facts() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let mut calls = 0;
+    let result = runtime.block_on(with_retry(RetryPolicy::default(), || {
+        calls += 1;
+        let outcome = match calls {
+            1 => Err(EtlError::Network("connection reset".into())),
+            2 => Err(EtlError::RateLimited {
+                retry_after_secs: 3,
+            }),
+            _ => Ok(()),
+        };
+        async move { outcome }
+    }));
+    assert!(result.is_ok());
+
+    let events = recorder.0.lock().unwrap();
+    let retries: Vec<_> = events
+        .iter()
+        .filter(|(_, f)| f.contains_key("attempt"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{events:?}");
+    let (level, first) = retries[0];
+    assert_eq!(*level, Level::WARN);
+    assert_eq!(first["attempt"], "1");
+    assert_eq!(first["delay_ms"], "200");
+    assert_eq!(first["retry_after"], "false");
+    assert!(first["error"].contains("connection reset"), "{first:?}");
+    let (_, second) = retries[1];
+    assert_eq!(second["attempt"], "2");
+    assert_eq!(second["delay_ms"], "3000");
+    assert_eq!(second["retry_after"], "true");
+}
