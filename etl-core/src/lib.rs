@@ -34,6 +34,10 @@
 
 #![warn(missing_docs)]
 
+// The `#[retry]` expansion names `::etl_core::...`; this makes that path
+// resolve inside etl-core too.
+extern crate self as etl_core;
+
 pub mod content;
 mod error;
 mod jsonl;
@@ -52,3 +56,11 @@ pub use launch::{
 };
 pub use row::Row;
 pub use sink::Sink;
+
+#[cfg(feature = "macros")]
+#[doc = include_str!("retry_macro.md")]
+pub use etl_retry_macros::retry;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;

@@ -1,0 +1,177 @@
+//! Step 2, for the function: checks the signature `#[retry]` can serve and
+//! plans how each argument reaches every attempt.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, ToTokens};
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericArgument, Ident, Pat, PathArguments, ReceiverKind, ReturnType, Signature, Type, TypeParamBound};
+
+use crate::errors::Errors;
+
+/// How the function produces its result.
+pub enum Shape {
+    /// `async fn ... -> Result<T, E>`: the body becomes one attempt.
+    Async {
+        /// The declared return type.
+        output: Box<Type>,
+    },
+    /// A method `#[async_trait]` already rewrote into
+    /// `fn ... -> Pin<Box<dyn Future<Output = ...> + Send + '_>>`, whose body
+    /// builds the future: each attempt runs the body again.
+    AsyncTrait,
+}
+
+/// One argument handed to every attempt: `let #binding = clone(&#source);`.
+pub struct ArgPlan {
+    /// The name it has in the signature (rewritten when it was a pattern).
+    pub source: Ident,
+    /// What the attempt binds: the original pattern, `mut` included.
+    pub binding: TokenStream,
+    /// Where a "not Clone" error should point: the argument.
+    pub span: Span,
+}
+
+pub struct Plan {
+    pub shape: Shape,
+    pub args: Vec<ArgPlan>,
+}
+
+/// Checks `sig` and rewrites its argument patterns to plain names (the
+/// patterns move into each attempt). Every problem goes to `errors`.
+pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
+    let shape = shape(sig, errors);
+    let mut args = Vec::new();
+    for (index, input) in sig.inputs.iter_mut().enumerate() {
+        match input {
+            FnArg::Receiver(receiver) => {
+                if let Err(e) = check_receiver(receiver) {
+                    errors.push(e);
+                }
+            }
+            FnArg::Typed(typed) => {
+                if let Type::Reference(reference) = &*typed.ty {
+                    if reference.mutability.is_some() {
+                        errors.push(syn::Error::new_spanned(
+                            &typed.ty,
+                            "#[retry] cannot lend a `&mut` argument to every attempt (each would need the \
+                             same exclusive borrow): pass it by value, or use a shared reference with \
+                             interior mutability",
+                        ));
+                        continue;
+                    }
+                }
+                let span = typed.span();
+                match &mut *typed.pat {
+                    // A plain name keeps its name (rustdoc shows it); `mut`
+                    // moves to the attempt's binding.
+                    Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                        let binding = pat.to_token_stream();
+                        pat.mutability = None;
+                        args.push(ArgPlan { source: pat.ident.clone(), binding, span });
+                    }
+                    // Any other pattern is destructured in each attempt.
+                    pat => {
+                        let source = format_ident!("__retry_arg{}", index, span = Span::mixed_site());
+                        let binding = pat.to_token_stream();
+                        *pat = Pat::Verbatim(quote!(#source));
+                        args.push(ArgPlan { source, binding, span });
+                    }
+                }
+            }
+        }
+    }
+    shape.map(|shape| Plan { shape, args })
+}
+
+fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
+    let output = match &sig.output {
+        ReturnType::Type(_, ty) => Some(ty),
+        ReturnType::Default => None,
+    };
+    if sig.asyncness.is_none() {
+        if output.is_some_and(|ty| is_boxed_future(ty)) {
+            return Some(Shape::AsyncTrait);
+        }
+        errors.push(syn::Error::new(
+            sig.fn_token.span,
+            "#[retry] goes on an `async fn`: it retries the future the body builds",
+        ));
+        return None;
+    }
+    match output {
+        Some(ty) if looks_like_result(ty) => Some(Shape::Async { output: ty.clone() }),
+        Some(ty) => {
+            errors.push(syn::Error::new_spanned(
+                ty,
+                "#[retry] needs a fn returning `Result<T, EtlError>` (or an alias of it): only an error can be retried",
+            ));
+            None
+        }
+        None => {
+            errors.push(syn::Error::new(
+                sig.paren_token.span.close(),
+                "#[retry] needs a fn returning `Result<T, EtlError>`: add `-> Result<T, EtlError>`",
+            ));
+            None
+        }
+    }
+}
+
+fn check_receiver(receiver: &syn::Receiver) -> syn::Result<()> {
+    let by_value = || {
+        syn::Error::new_spanned(
+            receiver,
+            "#[retry] cannot take `self` by value: every attempt needs its own `self`; take `&self`",
+        )
+    };
+    match &receiver.kind {
+        ReceiverKind::Reference(_, _, Some(_)) => Err(syn::Error::new_spanned(
+            receiver,
+            "#[retry] cannot lend `&mut self` to every attempt: take `&self` (with interior mutability where \
+             state must change), or retry a helper that takes `&self`",
+        )),
+        ReceiverKind::Reference(_, _, None) => Ok(()),
+        ReceiverKind::Typed(_, ty) => match &**ty {
+            Type::Reference(r) if r.mutability.is_some() => Err(syn::Error::new_spanned(
+                receiver,
+                "#[retry] cannot lend `&mut self` to every attempt: take `&self`",
+            )),
+            Type::Reference(_) => Ok(()),
+            _ => Err(by_value()),
+        },
+        _ => Err(by_value()),
+    }
+}
+
+/// `Result<..>`, `io::Result<..>`, `FetchResult<..>`: a path whose last
+/// segment names a result. Whether its error is `EtlError` is the type
+/// checker's to say, on this same type (see `expand`).
+fn looks_like_result(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) => path.qself.is_none() && path.path.segments.last().is_some_and(|s| s.ident.to_string().ends_with("Result")),
+        Type::Group(group) => looks_like_result(&group.elem),
+        Type::Paren(paren) => looks_like_result(&paren.elem),
+        _ => false,
+    }
+}
+
+/// `Pin<Box<dyn Future<Output = ..> + ..>>`, as `#[async_trait]` writes it.
+fn is_boxed_future(ty: &Type) -> bool {
+    fn only_arg(ty: &Type, name: &str) -> Option<Type> {
+        let Type::Path(path) = ty else { return None };
+        let last = path.path.segments.last()?;
+        if last.ident != name {
+            return None;
+        }
+        let PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+        match args.args.first()? {
+            GenericArgument::Type(inner) => Some(inner.clone()),
+            _ => None,
+        }
+    }
+    let Some(boxed) = only_arg(ty, "Pin") else { return false };
+    let Some(Type::TraitObject(object)) = only_arg(&boxed, "Box") else { return false };
+    object.bounds.iter().any(|bound| {
+        matches!(bound, TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident == "Future"))
+    })
+}
