@@ -298,6 +298,26 @@ mod tests {
         );
     }
 
+    /// The expansion names `::etl_core::...`; `extern crate self as
+    /// etl_core` makes that resolve inside etl-core itself.
+    #[cfg(feature = "macros")]
+    #[crate::retry(max_attempts = 2, base = "1s")]
+    async fn retried_inside_etl_core(calls: &AtomicU32) -> Result<u32, EtlError> {
+        match calls.fetch_add(1, Ordering::SeqCst) {
+            0 => Err(network()),
+            n => Ok(n),
+        }
+    }
+
+    #[cfg(feature = "macros")]
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_works_inside_etl_core() {
+        let calls = AtomicU32::new(0);
+        let start = Instant::now();
+        assert_eq!(retried_inside_etl_core(&calls).await.unwrap(), 1);
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
     #[test]
     fn backoff_overflow_and_cap() {
         let cap = Duration::from_secs(10);

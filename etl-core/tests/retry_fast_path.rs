@@ -4,18 +4,25 @@
 
 use etl_core::{with_retry, EtlError, RetryPolicy};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Per thread: the test harness allocates on its other threads meanwhile.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
         unsafe { System.alloc(layout) }
     }
 
@@ -30,13 +37,13 @@ static GLOBAL: Counting = Counting;
 #[test]
 fn retry_success_path_allocates_nothing_and_needs_no_runtime() {
     let mut cx = Context::from_waker(Waker::noop());
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = allocations();
     let mut fut = pin!(with_retry(RetryPolicy::default(), || async {
         Ok::<_, EtlError>(7u64)
     }));
     // Polled without any tokio runtime: a timer would panic here.
     let polled = fut.as_mut().poll(&mut cx);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = allocations();
     assert!(matches!(polled, Poll::Ready(Ok(7))));
     assert_eq!(after - before, 0, "the success path allocated");
 }

@@ -20,6 +20,8 @@ impl Errors {
 
     /// `compile_error!`s for everything collected, or nothing.
     pub fn into_compile_errors(self) -> TokenStream {
-        self.0.map(syn::Error::into_compile_error).unwrap_or_default()
+        self.0
+            .map(syn::Error::into_compile_error)
+            .unwrap_or_default()
     }
 }

@@ -2,20 +2,36 @@
 //! generics, `Self` and `where` clauses keep working) and runs once per
 //! attempt inside `with_retry`; the policy is a constant.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
 use syn::ItemFn;
 
 use crate::signature::{Plan, Shape};
 use crate::validate::Policy;
 
 pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
-    let ItemFn { attrs, vis, sig, block, .. } = item;
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = item;
     let krate = &policy.krate;
-    // Mixed-site: names the user's code cannot see or clash with.
-    let policy_var = syn::Ident::new("__retry_policy", Span::mixed_site());
-    let attempt_var = syn::Ident::new("__retry_attempt", Span::mixed_site());
-    let result_var = syn::Ident::new("__retry_result", Span::mixed_site());
+    // Where a wrong return type is reported, once: at the return type.
+    let output_span = match &plan.shape {
+        Shape::Async { output } => output.span(),
+        Shape::AsyncTrait => Span::call_site(),
+    };
+    // Mixed-site: names the user's code cannot see or clash with. Those
+    // whose types carry the return type are located at it, so that a wrong
+    // return type is not reported a second time at the attribute.
+    let hidden = |name: &str, at: Span| syn::Ident::new(name, Span::mixed_site().located_at(at));
+    let krate_at_output = respan(krate.to_token_stream(), output_span);
+    let policy_var = hidden("__retry_policy", Span::call_site());
+    let attempt_var = hidden("__retry_attempt", output_span);
+    let result_var = hidden("__retry_result", output_span);
 
     let max_attempts = policy.max_attempts;
     let duration = |d: std::time::Duration| {
@@ -34,35 +50,53 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
     });
 
     let attempt = match &plan.shape {
-        Shape::Async { output } => quote! {
-            // The declared type on the result makes `?` and type errors in
-            // the body resolve (and point) as they would without the macro.
-            #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression)]
-            let #attempt_var = async move {
-                let #result_var: #output = #block;
-                #result_var
+        Shape::Async { output } => {
+            // Spanned at the return type: if it is not `Result<T, EtlError>`,
+            // the one error (RetryOutput's message) points there.
+            let output_at = respan(output.to_token_stream(), output_span);
+            let into_result = quote_spanned! {output.span()=>
+                <#output_at as #krate_at_output::__private::RetryOutput>::into_result(#result_var)
             };
-            #attempt_var
-        },
+            quote! {
+                // The declared type on the result makes `?` and type errors
+                // in the body resolve (and point) as without the macro.
+                #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression)]
+                let #attempt_var = async move {
+                    let #result_var: #output = #block;
+                    #into_result
+                };
+                #attempt_var
+            }
+        }
         // `#[async_trait]` turned the body into an expression building a
         // boxed future: building it again is one more attempt.
         Shape::AsyncTrait => quote!(#block),
     };
 
-    let call = quote! {
-        #krate::__private::with_retry(#policy_var, move || {
+    let closure = quote! {
+        move || {
             #(#clones)*
             #attempt
-        })
+        }
+    };
+    let call = quote_spanned! {output_span=>
+        #krate_at_output::__private::with_retry(#policy_var, #closure)
     };
     let body = match &plan.shape {
-        Shape::Async { .. } => quote!(#call.await),
+        Shape::Async { output } => {
+            let output_at = respan(output.to_token_stream(), output_span);
+            quote_spanned! {output.span()=>
+                <#output_at as #krate_at_output::__private::RetryOutput>::from_result(#call.await)
+            }
+        }
         Shape::AsyncTrait => quote!(::std::boxed::Box::pin(#call)),
     };
 
-    quote! {
-        #(#attrs)*
-        #vis #sig {
+    // The fn body's braces take the return type's span too: the compiler
+    // checks the body's future as a whole there, and a wrong return type
+    // should be reported once, at the return type.
+    let fn_body = quote_spanned! {output_span=>
+        {
             let #policy_var = #krate::RetryPolicy {
                 max_attempts: #max_attempts,
                 base_delay: #base,
@@ -70,5 +104,28 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             };
             #body
         }
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig #fn_body
     }
+}
+
+/// `tokens` with every span set to `span` (the crate path is written at the
+/// attribute; where it names the trait a wrong return type fails, it should
+/// point at the return type instead).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                token = TokenTree::Group(respanned);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }

@@ -23,7 +23,10 @@ pub fn retry(attr: TokenStream, item: TokenStream) -> TokenStream {
     retry2(attr.into(), item.into()).into()
 }
 
-fn retry2(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+fn retry2(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let mut errors = errors::Errors::default();
     let mut function = match syn::parse2::<syn::ItemFn>(item.clone()) {
         Ok(function) => function,
@@ -31,7 +34,10 @@ fn retry2(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> pro
             // Not a fn: say so, and keep the item so no second error about
             // it going missing follows.
             let e = syn::Error::new(e.span(), format!("#[retry] goes on an `async fn`: {e}"));
-            return quote::quote!(#item).into_iter().chain(e.into_compile_error()).collect();
+            return quote::quote!(#item)
+                .into_iter()
+                .chain(e.into_compile_error())
+                .collect();
         }
     };
     let policy = match parse::args(attr) {

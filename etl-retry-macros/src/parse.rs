@@ -23,9 +23,15 @@ pub fn args(tokens: TokenStream) -> syn::Result<Vec<Arg>> {
     let parser = syn::meta::parser(|meta: ParseNestedMeta| {
         let key = match meta.path.get_ident() {
             Some(ident) => ident.clone(),
-            None => return Err(meta.error("expected a key: `max_attempts`, `base`, `max` or `crate`")),
+            None => {
+                return Err(meta.error("expected a key: `max_attempts`, `base`, `max` or `crate`"))
+            }
         };
-        let value = if meta.input.peek(syn::Token![=]) { Some(meta.value()?.parse::<Expr>()?) } else { None };
+        let value = if meta.input.peek(syn::Token![=]) {
+            Some(meta.value()?.parse::<Expr>()?)
+        } else {
+            None
+        };
         args.push(Arg { key, value });
         Ok(())
     });

@@ -4,7 +4,10 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, GenericArgument, Ident, Pat, PathArguments, ReceiverKind, ReturnType, Signature, Type, TypeParamBound};
+use syn::{
+    FnArg, GenericArgument, Ident, Pat, PathArguments, ReceiverKind, ReturnType, Signature, Type,
+    TypeParamBound,
+};
 
 use crate::errors::Errors;
 
@@ -67,14 +70,23 @@ pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
                     Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
                         let binding = pat.to_token_stream();
                         pat.mutability = None;
-                        args.push(ArgPlan { source: pat.ident.clone(), binding, span });
+                        args.push(ArgPlan {
+                            source: pat.ident.clone(),
+                            binding,
+                            span,
+                        });
                     }
                     // Any other pattern is destructured in each attempt.
                     pat => {
-                        let source = format_ident!("__retry_arg{}", index, span = Span::mixed_site());
+                        let source =
+                            format_ident!("__retry_arg{}", index, span = Span::mixed_site());
                         let binding = pat.to_token_stream();
                         *pat = Pat::Verbatim(quote!(#source));
-                        args.push(ArgPlan { source, binding, span });
+                        args.push(ArgPlan {
+                            source,
+                            binding,
+                            span,
+                        });
                     }
                 }
             }
@@ -99,7 +111,7 @@ fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
         return None;
     }
     match output {
-        Some(ty) if looks_like_result(ty) => Some(Shape::Async { output: ty.clone() }),
+        Some(ty) if may_be_result(ty) => Some(Shape::Async { output: ty.clone() }),
         Some(ty) => {
             errors.push(syn::Error::new_spanned(
                 ty,
@@ -143,14 +155,15 @@ fn check_receiver(receiver: &syn::Receiver) -> syn::Result<()> {
     }
 }
 
-/// `Result<..>`, `io::Result<..>`, `FetchResult<..>`: a path whose last
-/// segment names a result. Whether its error is `EtlError` is the type
-/// checker's to say, on this same type (see `expand`).
-fn looks_like_result(ty: &Type) -> bool {
+/// Whether `ty` can name a `Result` at all: a path can (`Result<T, E>`, an
+/// alias such as `Fetched<T>`); a tuple, reference or `impl Trait` cannot.
+/// Whether the path is `Result<T, EtlError>` is the type checker's to say,
+/// on this same type (see `expand`).
+fn may_be_result(ty: &Type) -> bool {
     match ty {
-        Type::Path(path) => path.qself.is_none() && path.path.segments.last().is_some_and(|s| s.ident.to_string().ends_with("Result")),
-        Type::Group(group) => looks_like_result(&group.elem),
-        Type::Paren(paren) => looks_like_result(&paren.elem),
+        Type::Path(path) => path.qself.is_none(),
+        Type::Group(group) => may_be_result(&group.elem),
+        Type::Paren(paren) => may_be_result(&paren.elem),
         _ => false,
     }
 }
@@ -163,14 +176,20 @@ fn is_boxed_future(ty: &Type) -> bool {
         if last.ident != name {
             return None;
         }
-        let PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+        let PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
         match args.args.first()? {
             GenericArgument::Type(inner) => Some(inner.clone()),
             _ => None,
         }
     }
-    let Some(boxed) = only_arg(ty, "Pin") else { return false };
-    let Some(Type::TraitObject(object)) = only_arg(&boxed, "Box") else { return false };
+    let Some(boxed) = only_arg(ty, "Pin") else {
+        return false;
+    };
+    let Some(Type::TraitObject(object)) = only_arg(&boxed, "Box") else {
+        return false;
+    };
     object.bounds.iter().any(|bound| {
         matches!(bound, TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident == "Future"))
     })

@@ -46,14 +46,21 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             continue;
         }
         if let Some(first) = seen.iter().find(|k| **k == key) {
-            let mut e = syn::Error::new(key.span(), format!("duplicate key `{name}`: give it once"));
-            e.combine(syn::Error::new(first.span(), format!("`{name}` first given here")));
+            let mut e =
+                syn::Error::new(key.span(), format!("duplicate key `{name}`: give it once"));
+            e.combine(syn::Error::new(
+                first.span(),
+                format!("`{name}` first given here"),
+            ));
             errors.push(e);
             continue;
         }
         seen.push(key.clone());
         let Some(value) = value else {
-            errors.push(syn::Error::new(key.span(), format!("`{name}` needs a value: {}", example(&name))));
+            errors.push(syn::Error::new(
+                key.span(),
+                format!("`{name}` needs a value: {}", example(&name)),
+            ));
             continue;
         };
         let outcome = match name.as_str() {
@@ -70,14 +77,22 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
     let base = given.base.map_or(DEFAULT_BASE, |(d, _)| d);
     let max = given.max.map_or(DEFAULT_MAX, |(d, _)| d);
     if base > max {
-        let span = given.base.map(|(_, s)| s).or(given.max.map(|(_, s)| s)).unwrap_or_else(Span::call_site);
+        let span = given
+            .base
+            .map(|(_, s)| s)
+            .or(given.max.map(|(_, s)| s))
+            .unwrap_or_else(Span::call_site);
         errors.push(syn::Error::new(
             span,
             format!(
                 "`base` ({}) is above `max` ({}): the first wait would already exceed the cap{}",
                 humantime::format_duration(base),
                 humantime::format_duration(max),
-                if given.max.is_none() { " (`max` defaults to 10s)" } else { "" },
+                if given.max.is_none() {
+                    " (`max` defaults to 10s)"
+                } else {
+                    ""
+                },
             ),
         ));
     }
@@ -130,7 +145,10 @@ fn max_attempts(value: &Expr) -> syn::Result<u32> {
         ));
     };
     if !int.suffix().is_empty() && int.suffix() != "u32" {
-        return Err(syn::Error::new(int.span(), "`max_attempts` is a u32: drop the suffix"));
+        return Err(syn::Error::new(
+            int.span(),
+            "`max_attempts` is a u32: drop the suffix",
+        ));
     }
     match int.base10_parse::<u32>() {
         Ok(0) => Err(syn::Error::new(
@@ -138,14 +156,20 @@ fn max_attempts(value: &Expr) -> syn::Result<u32> {
             "`max_attempts` must be at least 1: it counts the first attempt too",
         )),
         Ok(n) => Ok(n),
-        Err(_) => Err(syn::Error::new(int.span(), "`max_attempts` must fit a u32 (at most 4294967295)")),
+        Err(_) => Err(syn::Error::new(
+            int.span(),
+            "`max_attempts` must fit a u32 (at most 4294967295)",
+        )),
     }
 }
 
 fn string<'a>(key: &str, value: &'a Expr) -> syn::Result<&'a LitStr> {
     match literal(value) {
         Some(Lit::Str(s)) => Ok(s),
-        _ => Err(syn::Error::new_spanned(value, format!("`{key}` takes a string literal: {}", example(key)))),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{key}` takes a string literal: {}", example(key)),
+        )),
     }
 }
 
@@ -156,18 +180,27 @@ fn duration(key: &str, value: &Expr) -> syn::Result<Duration> {
     let text = lit.value();
     humantime::parse_duration(&text).map_err(|e| {
         let why = match e {
-            humantime::DurationError::UnknownUnit { ref unit, value, .. } if unit.is_empty() => {
+            humantime::DurationError::UnknownUnit {
+                ref unit, value, ..
+            } if unit.is_empty() => {
                 format!("`{text}` has no unit: write e.g. \"{value}ms\" or \"{value}s\"")
             }
             humantime::DurationError::Empty => "the duration is empty".to_string(),
             other => format!("`{text}` is not a duration ({other})"),
         };
-        syn::Error::new(lit.span(), format!("`{key}`: {why}; durations look like \"250us\", \"200ms\", \"1.5s\", \"2m\""))
+        syn::Error::new(
+            lit.span(),
+            format!("`{key}`: {why}; durations look like \"250us\", \"200ms\", \"1.5s\", \"2m\""),
+        )
     })
 }
 
 fn crate_path(value: &Expr) -> syn::Result<Path> {
     let lit = string("crate", value)?;
-    lit.parse::<Path>()
-        .map_err(|_| syn::Error::new(lit.span(), format!("`crate`: `{}` is not a path", lit.value())))
+    lit.parse::<Path>().map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!("`crate`: `{}` is not a path", lit.value()),
+        )
+    })
 }

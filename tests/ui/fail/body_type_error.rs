@@ -1,0 +1,8 @@
+use etl_core::{retry, EtlError};
+
+#[retry]
+async fn f() -> Result<u32, EtlError> {
+    Ok("not a number")
+}
+
+fn main() {}
