@@ -63,6 +63,12 @@ pub enum EtlError {
     /// message). Permanent.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+
+    /// A request was not sent because it would break a safety rule, such as
+    /// following a link or redirect to another origin (named in the
+    /// message). Permanent.
+    #[error("refused: {0}")]
+    Refused(String),
 }
 
 impl EtlError {
@@ -86,7 +92,7 @@ impl EtlError {
                     | io::ErrorKind::ConnectionRefused
                     | io::ErrorKind::BrokenPipe
             ),
-            EtlError::Parse(_) | EtlError::InvalidInput(_) => false,
+            EtlError::Parse(_) | EtlError::InvalidInput(_) | EtlError::Refused(_) => false,
         }
     }
 
@@ -126,6 +132,7 @@ mod tests {
         .is_transient());
         assert!(!EtlError::Parse("x".into()).is_transient());
         assert!(!EtlError::InvalidInput("x".into()).is_transient());
+        assert!(!EtlError::Refused("x".into()).is_transient());
         for status in [408, 429, 500, 502, 503, 599] {
             let e = EtlError::Http {
                 status,

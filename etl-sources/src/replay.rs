@@ -1,0 +1,248 @@
+//! [`ReplayServer`]: a Launch Library 2 list endpoint served from memory on
+//! 127.0.0.1, for the offline pipeline and for tests.
+//!
+//! It pages a list of launch objects the way the API does (`limit`,
+//! `offset`, `next`), and can answer the first request for chosen pages
+//! with a 429 (with `Retry-After` and DRF's throttle body) or an HTML 503,
+//! so retries can be seen happening.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use url::Url;
+
+/// The offline dataset: 12 launch objects in Launch Library 2.2.0's shape,
+/// written for this repository (invented missions, real-world-like
+/// vehicles and pads; every field the API sends, most of them kept).
+pub const BUNDLED_LAUNCHES: &str = include_str!("../data/upcoming-2.2.0.json");
+
+/// What a [`ReplayServer`] serves.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The launch objects, in page order.
+    pub launches: Vec<Value>,
+    /// The list endpoint's path; any other path is a 404.
+    pub path: String,
+    /// Page size when a request names no `limit`.
+    pub default_limit: usize,
+    /// Pages (1-based) whose first request is answered 429.
+    pub throttle_pages: Vec<u32>,
+    /// The `Retry-After` seconds of those 429s.
+    pub retry_after_secs: u64,
+    /// Pages (1-based) whose first request is answered with an HTML 503.
+    pub unavailable_pages: Vec<u32>,
+    /// Wait before each answer (to give a test time to kill a client).
+    pub delay: Duration,
+}
+
+impl Replay {
+    /// `launches` served at `/2.2.0/launch/upcoming/`, 5 a page, no faults.
+    pub fn new(launches: Vec<Value>) -> Self {
+        Replay {
+            launches,
+            path: "/2.2.0/launch/upcoming/".into(),
+            default_limit: 5,
+            throttle_pages: Vec::new(),
+            retry_after_secs: 1,
+            unavailable_pages: Vec::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// The bundled dataset, with a 429 (Retry-After: 1) on page 2 and a 503
+    /// on page 3: what `launches` serves itself offline.
+    pub fn bundled() -> Self {
+        let launches =
+            serde_json::from_str(BUNDLED_LAUNCHES).expect("the bundled dataset is a JSON array");
+        Replay {
+            throttle_pages: vec![2],
+            unavailable_pages: vec![3],
+            ..Replay::new(launches)
+        }
+    }
+}
+
+/// A running replay server; it stops when dropped.
+#[derive(Debug)]
+pub struct ReplayServer {
+    url: Url,
+    requests: Arc<AtomicU32>,
+    _stop: oneshot::Sender<()>,
+}
+
+struct State {
+    replay: Replay,
+    addr: SocketAddr,
+    faulted: Mutex<HashSet<u32>>,
+    requests: Arc<AtomicU32>,
+}
+
+impl ReplayServer {
+    /// Binds an ephemeral port on 127.0.0.1 and serves `replay` on the
+    /// current tokio runtime.
+    pub async fn start(replay: Replay) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let url =
+            Url::parse(&format!("http://{addr}{}", replay.path)).map_err(std::io::Error::other)?;
+        let requests = Arc::new(AtomicU32::new(0));
+        let state = Arc::new(State {
+            replay,
+            addr,
+            faulted: Mutex::new(HashSet::new()),
+            requests: requests.clone(),
+        });
+        let (stop, mut stopped) = oneshot::channel();
+        tokio::spawn(async move {
+            loop {
+                let stream = tokio::select! {
+                    _ = &mut stopped => break,
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(_) => continue,
+                    },
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| answer(state.clone(), req));
+                    // A client that hangs up mid-answer is its own business.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(ReplayServer {
+            url,
+            requests,
+            _stop: stop,
+        })
+    }
+
+    /// The first page's URL (the list endpoint, no query).
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> u32 {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    if !state.replay.delay.is_zero() {
+        tokio::time::sleep(state.replay.delay).await;
+    }
+    let replay = &state.replay;
+    if req.uri().path() != replay.path {
+        return Ok(respond(
+            StatusCode::NOT_FOUND,
+            "application/json",
+            json!({"detail": "Not found."}).to_string(),
+        ));
+    }
+    let query = |key: &str| -> Option<usize> {
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    let limit = query("limit").unwrap_or(replay.default_limit).clamp(1, 100);
+    let offset = query("offset").unwrap_or(0);
+    let page = u32::try_from(offset / limit + 1).unwrap_or(u32::MAX);
+
+    let first_request = state
+        .faulted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(page);
+    if first_request && replay.throttle_pages.contains(&page) {
+        let wait = replay.retry_after_secs;
+        let body = json!({"detail": format!("Request was throttled. Expected available in {wait} seconds.")});
+        let mut response = respond(
+            StatusCode::TOO_MANY_REQUESTS,
+            "application/json",
+            body.to_string(),
+        );
+        response.headers_mut().insert("retry-after", wait.into());
+        return Ok(response);
+    }
+    if first_request && replay.unavailable_pages.contains(&page) {
+        let html = "<html><head><title>503 Service Temporarily Unavailable</title></head><body>\
+                    <center><h1>503 Service Temporarily Unavailable</h1></center></body></html>";
+        return Ok(respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/html",
+            html.to_string(),
+        ));
+    }
+
+    let total = replay.launches.len();
+    let results: Vec<&Value> = replay.launches.iter().skip(offset).take(limit).collect();
+    let link = |offset: usize| {
+        format!(
+            "http://{}{}?limit={limit}&offset={offset}",
+            state.addr, replay.path
+        )
+    };
+    let next = (offset + limit < total).then(|| link(offset + limit));
+    let previous = (offset > 0).then(|| link(offset.saturating_sub(limit)));
+    let body = json!({"count": total, "next": next, "previous": previous, "results": results});
+    Ok(respond(
+        StatusCode::OK,
+        "application/json",
+        body.to_string(),
+    ))
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etl_core::Launch;
+
+    #[test]
+    fn bundled_dataset_is_schema_true() {
+        let replay = Replay::bundled();
+        assert_eq!(replay.launches.len(), 12);
+        let mut ids = HashSet::new();
+        for object in &replay.launches {
+            let launch: Launch = serde_json::from_value(object.clone()).unwrap();
+            assert!(
+                launch.pad.as_ref().and_then(|p| p.latitude).is_some(),
+                "{}",
+                launch.name
+            );
+            assert!(
+                launch.status.is_some() && launch.net.is_some(),
+                "{}",
+                launch.name
+            );
+            assert!(ids.insert(launch.id));
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! [`SpaceDevsSource`]: a Launch Library 2 list endpoint, page by page.
+
+use etl_core::{retry, EtlError, Row};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::redirect;
+use std::time::{Duration, SystemTime};
+use url::{Origin, Url};
+
+use crate::wire::{self, Page};
+
+/// How a [`SpaceDevsSource`] talks to the server.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Page size: the API's `limit` query parameter (the server's default
+    /// when `None`).
+    pub limit: Option<u32>,
+    /// An API key, sent as `Authorization: Token <key>`, and only ever to
+    /// the origin of the base URL.
+    pub api_key: Option<String>,
+    /// Timeout of one request, connect to last byte (`None`: no timeout).
+    pub timeout: Option<Duration>,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            limit: None,
+            api_key: None,
+            timeout: Some(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// A paginated Launch Library 2 list endpoint (`/2.2.0/launch/upcoming/`,
+/// `/2.2.0/launch/previous/`, 2.3.0's `/launches/...`), read page by page.
+///
+/// Every page fetch is a `#[retry]` fn: network failures, 408, 429 and 5xx
+/// answers are retried with backoff (5 attempts, 1 s doubling to 60 s, or
+/// the server's Retry-After); anything else fails at once. `next` links and
+/// redirects are followed only on the base URL's origin (scheme, host and
+/// port), so an API key never travels elsewhere.
+///
+/// ```no_run
+/// use etl_sources::{SourceOptions, SpaceDevsSource};
+///
+/// # async fn run() -> Result<(), etl_core::EtlError> {
+/// let mut source = SpaceDevsSource::new(
+///     "https://ll.thespacedevs.com/2.2.0/launch/upcoming/",
+///     SourceOptions { limit: Some(10), ..Default::default() },
+/// )?;
+/// while let Some(rows) = source.next_page().await? {
+///     println!("{} launches", rows.len());
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct SpaceDevsSource {
+    client: reqwest::Client,
+    origin: Origin,
+    next: Option<Url>,
+    pages: u32,
+}
+
+impl SpaceDevsSource {
+    /// A source starting at `base_url`, the full URL of a list endpoint's
+    /// first page. Fails with `InvalidInput` for a URL that is not http(s).
+    pub fn new(base_url: &str, options: SourceOptions) -> Result<Self, EtlError> {
+        let mut url = Url::parse(base_url)
+            .map_err(|e| EtlError::InvalidInput(format!("base URL {base_url:?}: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(EtlError::InvalidInput(format!(
+                "base URL {base_url:?}: expected an http(s) URL"
+            )));
+        }
+        if let Some(limit) = options.limit {
+            set_query(&mut url, "limit", &limit.to_string());
+        }
+        let origin = url.origin();
+
+        // reqwest is built without a default TLS provider (see Cargo.toml):
+        // install ring, unless the host application installed one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &options.api_key {
+            let mut value = HeaderValue::from_str(&format!("Token {key}")).map_err(|_| {
+                EtlError::InvalidInput("the API key holds characters a header cannot carry".into())
+            })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let redirect_origin = origin.clone();
+        let mut client = reqwest::Client::builder()
+            .user_agent(concat!("etl-sources/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .redirect(redirect::Policy::custom(move |attempt| {
+                if attempt.url().origin() != redirect_origin {
+                    let to = attempt.url().to_string();
+                    attempt.error(format!("redirect to {to} leaves the base URL's origin"))
+                } else if attempt.previous().len() >= 5 {
+                    attempt.error("more than 5 redirects")
+                } else {
+                    attempt.follow()
+                }
+            }));
+        if let Some(timeout) = options.timeout {
+            client = client.timeout(timeout);
+        }
+        let client = client
+            .build()
+            .map_err(|e| EtlError::InvalidInput(format!("HTTP client: {e}")))?;
+        Ok(SpaceDevsSource {
+            client,
+            origin,
+            next: Some(url),
+            pages: 0,
+        })
+    }
+
+    /// The next page's launches, or `None` once the last page was read.
+    ///
+    /// On an error the same page is tried again by the next call. A `next`
+    /// link on another origin fails with `EtlError::Refused`, naming it,
+    /// before any request goes there.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, EtlError> {
+        let Some(url) = self.next.clone() else {
+            return Ok(None);
+        };
+        if url.origin() != self.origin {
+            return Err(EtlError::Refused(format!(
+                "next page {url} is on another origin than {}; not following it",
+                self.origin.ascii_serialization()
+            )));
+        }
+        let page = self.fetch_page(url.clone()).await?;
+        self.next = match page.next.as_deref() {
+            None | Some("") => None,
+            Some(next) => Some(url.join(next).map_err(|e| {
+                EtlError::Parse(format!("{url}: `next` is not a URL ({next:?}: {e})"))
+            })?),
+        };
+        self.pages += 1;
+        Ok(Some(page.results.into_iter().map(Row::Launches).collect()))
+    }
+
+    /// Pages read so far.
+    pub fn pages_read(&self) -> u32 {
+        self.pages
+    }
+
+    /// The URL the next call of [`SpaceDevsSource::next_page`] fetches.
+    pub fn next_url(&self) -> Option<&Url> {
+        self.next.as_ref()
+    }
+
+    /// One page: the whole request, status check and parse is one attempt.
+    #[retry(max_attempts = 5, base = "1s", max = "60s")]
+    async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
+        let response = self
+            .client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| wire::transport_error(&url, &e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| wire::transport_error(&url, &e))?;
+        if !status.is_success() {
+            return Err(wire::status_error(
+                &url,
+                status.as_u16(),
+                &headers,
+                &body,
+                SystemTime::now(),
+            ));
+        }
+        wire::parse_page(&url, &body)
+    }
+}
+
+fn set_query(url: &mut Url, key: &str, value: &str) {
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != key)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    url.query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair(key, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_replaces_the_query_parameter() {
+        let source = SpaceDevsSource::new(
+            "https://ll.example/2.2.0/launch/upcoming/?limit=5&mode=list",
+            SourceOptions {
+                limit: Some(20),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            source.next_url().unwrap().as_str(),
+            "https://ll.example/2.2.0/launch/upcoming/?mode=list&limit=20"
+        );
+    }
+
+    #[test]
+    fn base_url_must_be_http() {
+        for bad in ["ftp://ll.example/", "not a url", "file:///etc/passwd"] {
+            let e = SpaceDevsSource::new(bad, SourceOptions::default()).unwrap_err();
+            assert!(
+                matches!(e, EtlError::InvalidInput(ref m) if m.contains(bad)),
+                "{e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The wire, mapped to [`EtlError`] on purpose: which answers are worth
+//! another attempt, which carry the server's delay, and what a list page is.
+
+use etl_core::{EtlError, Launch};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde::Deserialize;
+use std::time::SystemTime;
+use url::Url;
+
+/// How much of a body an error message quotes.
+const EXCERPT_CHARS: usize = 160;
+
+/// One page of a Launch Library 2 list endpoint: `{count, next, previous,
+/// results}`; `next` is `null` on the last page.
+#[derive(Debug, Deserialize)]
+pub struct Page {
+    /// Launches on all pages together, as the server counts them.
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// The next page's URL, or `None` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// This page's launches.
+    pub results: Vec<Launch>,
+}
+
+/// A 2xx body as a list page. Anything else (an HTML error page, a body cut
+/// short, the bare `{}` the API sometimes answers) is a `Parse` error: the
+/// same bytes would parse the same way on every attempt.
+pub fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
+    serde_json::from_slice(body).map_err(|e| {
+        EtlError::Parse(format!(
+            "{url}: not a Launch Library 2 list page ({e}); body starts {:?}",
+            excerpt(body)
+        ))
+    })
+}
+
+/// The error for a non-2xx answer. The status decides first (5xx and 408
+/// are transient whatever the body says); a 429 carries the server's delay
+/// when one is known: `Retry-After` (seconds or HTTP-date, rounded up),
+/// else the throttle body's "Expected available in N seconds".
+pub fn status_error(
+    url: &Url,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> EtlError {
+    if status == 429 {
+        if let Some(retry_after_secs) = retry_after(headers, now).or_else(|| throttle_hint(body)) {
+            return EtlError::RateLimited { retry_after_secs };
+        }
+    }
+    EtlError::Http {
+        status,
+        message: format!("{url}: {}", excerpt(body)),
+    }
+}
+
+/// `Retry-After` as whole seconds from `now`: delta-seconds, or an
+/// HTTP-date (a date already past means "now": 0).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More digits than a u64 holds still means "a very long time".
+        return Some(value.parse().unwrap_or(u64::MAX));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let wait = at.duration_since(now).unwrap_or_default();
+    Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+}
+
+/// Django REST framework's throttle body: `{"detail": "Request was
+/// throttled. Expected available in 2429 seconds."}`.
+pub fn throttle_hint(body: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = &text[text.find("Expected available in ")? + "Expected available in ".len()..];
+    let digits: &str = &rest[..rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len())];
+    if digits.is_empty() {
+        return None;
+    }
+    Some(digits.parse().unwrap_or(u64::MAX))
+}
+
+/// A transport failure (connect, timeout, a body cut off) is transient; a
+/// refused redirect is not.
+pub fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
+    let mut message = format!("{url}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if e.is_redirect() {
+        EtlError::Refused(message)
+    } else if e.is_builder() {
+        EtlError::InvalidInput(message)
+    } else {
+        EtlError::Network(message)
+    }
+}
+
+/// The start of a body, on one line, for an error message.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_CHARS * 4)]);
+    let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = line.char_indices().nth(EXCERPT_CHARS) {
+        line.truncate(cut);
+        line.push('…');
+    }
+    if line.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+    use std::time::Duration;
+
+    fn url() -> Url {
+        Url::parse("https://ll.example/2.2.0/launch/upcoming/").unwrap()
+    }
+
+    fn headers(retry_after: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(retry_after).unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_seconds_and_http_date_rounded_up() {
+        let now = httpdate::parse_http_date("Sun, 29 Nov 2026 20:00:00 GMT").unwrap();
+        assert_eq!(retry_after(&headers("120"), now), Some(120));
+        assert_eq!(retry_after(&headers(" 7 "), now), Some(7));
+        assert_eq!(
+            retry_after(&headers("Sun, 29 Nov 2026 20:01:30 GMT"), now),
+            Some(90)
+        );
+        let later = now + Duration::from_millis(300);
+        assert_eq!(
+            retry_after(&headers("Sun, 29 Nov 2026 20:01:30 GMT"), later),
+            Some(90),
+            "89.7 s rounds up"
+        );
+        assert_eq!(
+            retry_after(&headers("Sun, 29 Nov 2026 19:00:00 GMT"), now),
+            Some(0),
+            "a past date means now"
+        );
+        assert_eq!(
+            retry_after(&headers("99999999999999999999999"), now),
+            Some(u64::MAX)
+        );
+        assert_eq!(retry_after(&headers("soon"), now), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn throttle_body_hint() {
+        let body = br#"{"detail":"Request was throttled. Expected available in 2429 seconds."}"#;
+        assert_eq!(throttle_hint(body), Some(2429));
+        assert_eq!(
+            throttle_hint(br#"{"detail":"Request was throttled."}"#),
+            None
+        );
+        assert_eq!(throttle_hint(b"Expected available in  seconds"), None);
+    }
+
+    #[test]
+    fn status_decides_first() {
+        let now = SystemTime::now();
+        let html = b"<html><body><h1>502 Bad Gateway</h1></body></html>";
+        let e = status_error(&url(), 502, &HeaderMap::new(), html, now);
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("502 Bad Gateway"), "{e}");
+        assert!(status_error(&url(), 408, &HeaderMap::new(), b"", now).is_transient());
+        let e = status_error(
+            &url(),
+            404,
+            &HeaderMap::new(),
+            br#"{"detail":"Not found."}"#,
+            now,
+        );
+        assert!(!e.is_transient());
+        assert!(
+            e.to_string().contains("404") && e.to_string().contains("Not found."),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rate_limits_carry_the_known_delay() {
+        let now = SystemTime::now();
+        let body = br#"{"detail":"Request was throttled. Expected available in 60 seconds."}"#;
+        let e = status_error(&url(), 429, &headers("5"), body, now);
+        assert!(
+            matches!(
+                e,
+                EtlError::RateLimited {
+                    retry_after_secs: 5
+                }
+            ),
+            "header first: {e}"
+        );
+        let e = status_error(&url(), 429, &HeaderMap::new(), body, now);
+        assert!(
+            matches!(
+                e,
+                EtlError::RateLimited {
+                    retry_after_secs: 60
+                }
+            ),
+            "body next: {e}"
+        );
+        let e = status_error(&url(), 429, &HeaderMap::new(), b"", now);
+        assert!(matches!(e, EtlError::Http { status: 429, .. }), "{e}");
+        assert!(
+            e.is_transient() && e.retry_after().is_none(),
+            "no hint: the backoff decides"
+        );
+    }
+
+    #[test]
+    fn junk_bodies_are_parse_errors() {
+        for body in [
+            &b"{}"[..],
+            b"<html>oops</html>",
+            br#"{"count": 3, "results": [{"id": "x""#,
+            b"",
+        ] {
+            let e = parse_page(&url(), body).unwrap_err();
+            assert!(matches!(e, EtlError::Parse(_)) && !e.is_transient(), "{e}");
+        }
+        let e = parse_page(&url(), b"{}").unwrap_err();
+        assert!(
+            e.to_string().contains("results"),
+            "names what is missing: {e}"
+        );
+    }
+
+    #[test]
+    fn excerpts_are_short_single_lines() {
+        let long = "x ".repeat(1000);
+        let e = excerpt(long.as_bytes());
+        assert!(e.chars().count() <= EXCERPT_CHARS + 1 && !e.contains('\n'));
+        assert_eq!(excerpt(b"  "), "(empty body)");
+    }
+}

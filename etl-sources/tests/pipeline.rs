@@ -1,0 +1,189 @@
+//! The pipeline end to end against the replay server: retries on the way,
+//! resume from the file, a failing page keeps what came before, changed
+//! launches are new rows.
+
+use etl_core::Row;
+use etl_sources::pipeline::{self, Summary};
+use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
+use etl_sources::{SourceOptions, SpaceDevsSource};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+use tokio::time::Instant;
+
+fn options(limit: u32) -> SourceOptions {
+    // No request timeout on the paused clock (it would fire while the idle
+    // runtime waits on the socket).
+    SourceOptions {
+        limit: Some(limit),
+        timeout: None,
+        ..Default::default()
+    }
+}
+
+fn bundled() -> Vec<Value> {
+    serde_json::from_str(BUNDLED_LAUNCHES).unwrap()
+}
+
+/// The file's rows, after checking every line is whole and parses.
+fn rows_in(path: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'), "no torn last line");
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn ids(rows: &[Row]) -> Vec<String> {
+    rows.iter().map(|Row::Launches(l)| l.id.clone()).collect()
+}
+
+async fn run_once(
+    server: &ReplayServer,
+    out: &Path,
+    limit: u32,
+) -> Result<Summary, pipeline::RunError> {
+    let mut source = SpaceDevsSource::new(server.url().as_str(), options(limit)).unwrap();
+    let sink = pipeline::open_output(out).unwrap();
+    pipeline::run(&mut source, &sink, None).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn bundled_run_survives_429_and_503_and_a_rerun_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+    let server = ReplayServer::start(Replay::bundled()).await.unwrap();
+
+    let start = Instant::now();
+    let first = run_once(&server, &out, 5).await.unwrap();
+    assert_eq!(
+        first,
+        Summary {
+            pages: 3,
+            rows: 12,
+            new_rows: 12
+        }
+    );
+    assert!(
+        start.elapsed() >= Duration::from_secs(2),
+        "a Retry-After of 1 s and a 1 s backoff"
+    );
+    assert_eq!(server.requests(), 5, "3 pages, one 429 and one 503");
+
+    let second = run_once(&server, &out, 5).await.unwrap();
+    assert_eq!(
+        second,
+        Summary {
+            pages: 3,
+            rows: 12,
+            new_rows: 0
+        }
+    );
+
+    let rows = rows_in(&out);
+    let expected: Vec<String> = bundled()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids(&rows), expected, "every launch once, in page order");
+}
+
+#[tokio::test]
+async fn a_failing_page_keeps_the_pages_before_it() {
+    use wiremock::matchers::{path, query_param};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+    let server = MockServer::start().await;
+    let list = "/2.2.0/launch/upcoming/";
+    let first = serde_json::json!({
+        "count": 12, "next": format!("{}{list}?offset=5", server.uri()), "results": bundled()[..5].to_vec()
+    });
+    Mock::given(path(list))
+        .and(query_param("offset", "5"))
+        .respond_with(ResponseTemplate::new(404))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(path(list))
+        .respond_with(ResponseTemplate::new(200).set_body_json(first))
+        .mount(&server)
+        .await;
+
+    let mut source = SpaceDevsSource::new(&format!("{}{list}", server.uri()), options(5)).unwrap();
+    let sink = pipeline::open_output(&out).unwrap();
+    let err = pipeline::run(&mut source, &sink, None).await.unwrap_err();
+    assert!(err.to_string().contains("HTTP 404"), "{err}");
+    assert_eq!(
+        err.done,
+        Summary {
+            pages: 1,
+            rows: 5,
+            new_rows: 5
+        }
+    );
+    assert_eq!(
+        rows_in(&out).len(),
+        5,
+        "the rows loaded before stay written"
+    );
+}
+
+#[tokio::test]
+async fn max_pages_stops_early_and_a_later_run_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+    let server = ReplayServer::start(Replay::new(bundled())).await.unwrap();
+    let mut source = SpaceDevsSource::new(server.url().as_str(), options(4)).unwrap();
+    let sink = pipeline::open_output(&out).unwrap();
+    let partial = pipeline::run(&mut source, &sink, Some(2)).await.unwrap();
+    assert_eq!(
+        partial,
+        Summary {
+            pages: 2,
+            rows: 8,
+            new_rows: 8
+        }
+    );
+    drop(sink);
+
+    let rest = run_once(&server, &out, 4).await.unwrap();
+    assert_eq!(
+        rest,
+        Summary {
+            pages: 3,
+            rows: 12,
+            new_rows: 4
+        }
+    );
+    assert_eq!(rows_in(&out).len(), 12);
+}
+
+#[tokio::test]
+async fn a_launch_changed_upstream_is_a_new_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+    let launches = bundled();
+    let server = ReplayServer::start(Replay::new(launches.clone()))
+        .await
+        .unwrap();
+    run_once(&server, &out, 5).await.unwrap();
+    drop(server);
+
+    let mut changed = launches;
+    changed[0]["net"] = Value::from("2027-01-15T09:30:00Z");
+    changed[0]["last_updated"] = Value::from("2026-12-01T08:00:00Z");
+    let server = ReplayServer::start(Replay::new(changed)).await.unwrap();
+    let summary = run_once(&server, &out, 5).await.unwrap();
+    assert_eq!(
+        summary.new_rows, 1,
+        "only the changed launch is written again"
+    );
+
+    let rows = rows_in(&out);
+    assert_eq!(rows.len(), 13);
+    let distinct: HashSet<String> = rows.iter().map(|r| r.content_key().unwrap()).collect();
+    assert_eq!(distinct.len(), 13, "no row content twice");
+}

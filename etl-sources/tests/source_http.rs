@@ -1,0 +1,371 @@
+//! `SpaceDevsSource` against a real HTTP server on 127.0.0.1 (wiremock),
+//! on tokio's paused clock where delays matter: the waits are virtual, the
+//! requests real.
+
+use etl_core::{EtlError, Row};
+use etl_sources::{SourceOptions, SpaceDevsSource};
+use serde_json::{json, Value};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+use wiremock::matchers::{header, method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const LIST: &str = "/2.2.0/launch/upcoming/";
+
+/// A launch object in 2.2.0's shape.
+fn launch_220(id: &str) -> Value {
+    json!({
+        "id": id, "url": format!("https://ll.example/2.2.0/launch/{id}/"), "name": format!("Electron | Mission {id}"),
+        "status": {"id": 1, "name": "Go for Launch", "abbrev": "Go"}, "net": "2026-12-01T10:00:00Z",
+        "launch_service_provider": {"id": 147, "name": "Rocket Lab", "type": "Commercial"},
+        "pad": {"id": 166, "name": "LC-1A", "latitude": "-39.26085", "longitude": "177.864777",
+                "location": {"id": 10, "name": "Mahia", "country_code": "NZL"}},
+        "image": "https://img.example/electron.png", "webcast_live": false, "program": []
+    })
+}
+
+/// The same launch in 2.3.0's shape: image object, numeric coordinates.
+fn launch_230(id: &str) -> Value {
+    json!({
+        "id": id, "name": format!("Electron | Mission {id}"),
+        "status": {"id": 1, "name": "Go for Launch", "abbrev": "Go"}, "net": "2026-12-01T10:00:00Z",
+        "launch_service_provider": {"id": 147, "name": "Rocket Lab", "type": "Commercial"},
+        "pad": {"id": 166, "name": "LC-1A", "latitude": -39.26085, "longitude": 177.864777,
+                "location": {"id": 10, "name": "Mahia", "country_code": "NZL"}},
+        "image": {"id": 3, "name": "Electron", "image_url": "https://img.example/electron.png", "thumbnail_url": "t"}
+    })
+}
+
+fn page(ids: &[&str], next: Option<String>) -> Value {
+    json!({"count": 99, "next": next, "previous": null, "results": ids.iter().map(|id| launch_220(id)).collect::<Vec<_>>()})
+}
+
+fn ids(rows: &[Row]) -> Vec<String> {
+    rows.iter().map(|Row::Launches(l)| l.id.clone()).collect()
+}
+
+fn options() -> SourceOptions {
+    // No request timeout on the paused clock: while a request waits on the
+    // socket, the idle runtime would jump the clock to it and fire it.
+    SourceOptions {
+        timeout: None,
+        ..Default::default()
+    }
+}
+
+async fn source(server: &MockServer, options: SourceOptions) -> SpaceDevsSource {
+    SpaceDevsSource::new(&format!("{}{LIST}", server.uri()), options).unwrap()
+}
+
+async fn requests(server: &MockServer) -> usize {
+    server.received_requests().await.map_or(0, |r| r.len())
+}
+
+#[tokio::test]
+async fn pages_follow_next_until_null() {
+    let server = MockServer::start().await;
+    let next = |offset: u32| Some(format!("{}{LIST}?limit=2&offset={offset}", server.uri()));
+    for (offset, ids, next) in [
+        (None, &["a", "b"][..], next(2)),
+        (Some("2"), &["c", "d"], next(4)),
+        (Some("4"), &["e"], None),
+    ] {
+        let mut mock = Mock::given(method("GET"))
+            .and(path(LIST))
+            .and(query_param("limit", "2"));
+        if let Some(offset) = offset {
+            mock = mock.and(query_param("offset", offset));
+        }
+        let priority = if offset.is_none() { 2 } else { 1 }; // the first page's mock matches any offset
+        mock.respond_with(ResponseTemplate::new(200).set_body_json(page(ids, next)))
+            .with_priority(priority)
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let mut source = source(
+        &server,
+        SourceOptions {
+            limit: Some(2),
+            ..options()
+        },
+    )
+    .await;
+    let mut all = Vec::new();
+    while let Some(rows) = source.next_page().await.unwrap() {
+        all.extend(ids(&rows));
+    }
+    assert_eq!(all, ["a", "b", "c", "d", "e"]);
+    assert_eq!(source.pages_read(), 3);
+    assert!(source.next_page().await.unwrap().is_none(), "stays done");
+}
+
+#[tokio::test]
+async fn api_key_is_sent_as_a_token() {
+    let server = MockServer::start().await;
+    Mock::given(header("authorization", "Token s3cret"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], None)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut source = source(
+        &server,
+        SourceOptions {
+            api_key: Some("s3cret".into()),
+            ..options()
+        },
+    )
+    .await;
+    assert_eq!(ids(&source.next_page().await.unwrap().unwrap()), ["a"]);
+}
+
+/// Answers `first` once, then page `a`; returns the rows, the virtual time
+/// it took and the requests made.
+async fn after_one(
+    first: ResponseTemplate,
+) -> (Result<Option<Vec<Row>>, EtlError>, Duration, usize) {
+    let server = MockServer::start().await;
+    Mock::given(path(LIST))
+        .respond_with(first)
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], None)))
+        .mount(&server)
+        .await;
+    let mut source = source(&server, options()).await;
+    let start = Instant::now();
+    let result = source.next_page().await;
+    (result, start.elapsed(), requests(&server).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_with_retry_after_seconds() {
+    let throttled = ResponseTemplate::new(429).insert_header("retry-after", "30");
+    let (rows, waited, requests) = after_one(throttled).await;
+    assert_eq!(ids(&rows.unwrap().unwrap()), ["a"]);
+    assert_eq!(requests, 2);
+    assert!(waited >= Duration::from_secs(30), "waited {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_with_retry_after_http_date() {
+    let at = SystemTime::now() + Duration::from_secs(120);
+    let throttled = ResponseTemplate::new(429)
+        .insert_header("retry-after", httpdate::fmt_http_date(at).as_str());
+    let (rows, waited, requests) = after_one(throttled).await;
+    assert_eq!(ids(&rows.unwrap().unwrap()), ["a"]);
+    assert_eq!(requests, 2);
+    assert!(waited >= Duration::from_secs(119), "waited {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_with_only_the_throttle_body() {
+    let body = json!({"detail": "Request was throttled. Expected available in 45 seconds."});
+    let (rows, waited, requests) = after_one(ResponseTemplate::new(429).set_body_json(body)).await;
+    assert_eq!(ids(&rows.unwrap().unwrap()), ["a"]);
+    assert_eq!(requests, 2);
+    assert!(waited >= Duration::from_secs(45), "waited {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_then_success() {
+    let html = ResponseTemplate::new(503)
+        .set_body_raw("<html><h1>503 Service Unavailable</h1></html>", "text/html");
+    let (rows, waited, requests) = after_one(html).await;
+    assert_eq!(ids(&rows.unwrap().unwrap()), ["a"]);
+    assert_eq!(requests, 2);
+    assert!(
+        waited >= Duration::from_secs(1),
+        "the 1 s base backoff: {waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn persistent_5xx_gives_up_after_five_attempts() {
+    let server = MockServer::start().await;
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(502))
+        .expect(5)
+        .mount(&server)
+        .await;
+    let mut source = source(&server, options()).await;
+    let start = Instant::now();
+    let e = source.next_page().await.unwrap_err();
+    assert!(matches!(e, EtlError::Http { status: 502, .. }), "{e}");
+    assert!(start.elapsed() >= Duration::from_secs(1 + 2 + 4 + 8));
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_found_fails_at_once() {
+    let (result, _, requests) =
+        after_one(ResponseTemplate::new(404).set_body_json(json!({"detail": "Not found."}))).await;
+    let e = result.unwrap_err();
+    assert!(matches!(e, EtlError::Http { status: 404, .. }), "{e}");
+    assert!(e.to_string().contains("Not found."), "{e}");
+    assert_eq!(requests, 1, "a 404 is not retried");
+}
+
+#[tokio::test(start_paused = true)]
+async fn malformed_and_junk_bodies_fail_at_once() {
+    let bodies = [
+        ("{}", "application/json"),
+        ("<html><body>Oops</body></html>", "text/html"),
+        (
+            r#"{"count": 1, "next": null, "results": [{"id": "a", "name""#,
+            "application/json",
+        ),
+        (
+            r#"{"count": 1, "next": null, "results": [{"name": "no id"}]}"#,
+            "application/json",
+        ),
+    ];
+    for (body, mime) in bodies {
+        let (result, _, requests) =
+            after_one(ResponseTemplate::new(200).set_body_raw(body, mime)).await;
+        let e = result.unwrap_err();
+        assert!(matches!(e, EtlError::Parse(_)), "{body}: {e}");
+        assert_eq!(requests, 1, "{body}: a parse error is not retried");
+    }
+}
+
+#[tokio::test]
+async fn cross_origin_next_is_refused_before_any_request() {
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&elsewhere)
+        .await;
+    let next = format!("{}{LIST}?offset=1", elsewhere.uri());
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], Some(next.clone()))))
+        .mount(&server)
+        .await;
+
+    let mut source = source(
+        &server,
+        SourceOptions {
+            api_key: Some("k".into()),
+            ..options()
+        },
+    )
+    .await;
+    assert_eq!(
+        ids(&source.next_page().await.unwrap().unwrap()),
+        ["a"],
+        "the page before is read"
+    );
+    let e = source.next_page().await.unwrap_err();
+    assert!(
+        matches!(e, EtlError::Refused(ref m) if m.contains(&next)),
+        "{e}"
+    );
+    assert_eq!(requests(&elsewhere).await, 0);
+}
+
+#[tokio::test]
+async fn cross_origin_redirect_is_refused() {
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&elsewhere)
+        .await;
+    let target = format!("{}{LIST}", elsewhere.uri());
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(302).insert_header("location", target.as_str()))
+        .mount(&server)
+        .await;
+
+    let mut source = source(
+        &server,
+        SourceOptions {
+            api_key: Some("k".into()),
+            ..options()
+        },
+    )
+    .await;
+    let e = source.next_page().await.unwrap_err();
+    assert!(
+        matches!(e, EtlError::Refused(ref m) if m.contains(&target)),
+        "{e}"
+    );
+    assert_eq!(requests(&server).await, 1, "refused, so not retried");
+}
+
+#[tokio::test]
+async fn same_origin_redirect_is_followed() {
+    let server = MockServer::start().await;
+    Mock::given(path("/old/"))
+        .respond_with(ResponseTemplate::new(301).insert_header("location", LIST))
+        .mount(&server)
+        .await;
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], None)))
+        .mount(&server)
+        .await;
+    let mut source = SpaceDevsSource::new(&format!("{}/old/", server.uri()), options()).unwrap();
+    assert_eq!(ids(&source.next_page().await.unwrap().unwrap()), ["a"]);
+}
+
+#[tokio::test]
+async fn reads_2_2_0_and_2_3_0_pages_alike() {
+    let server = MockServer::start().await;
+    let v220 = json!({"count": 1, "next": null, "results": [launch_220("x")]});
+    let v230 = json!({"count": 1, "next": null, "previous": null, "results": [launch_230("x")]});
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(200).set_body_json(v220))
+        .mount(&server)
+        .await;
+    Mock::given(path("/2.3.0/launches/upcoming/"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(v230))
+        .mount(&server)
+        .await;
+
+    let old = source(&server, options())
+        .await
+        .next_page()
+        .await
+        .unwrap()
+        .unwrap();
+    let mut new_source = SpaceDevsSource::new(
+        &format!("{}/2.3.0/launches/upcoming/", server.uri()),
+        options(),
+    )
+    .unwrap();
+    let new = new_source.next_page().await.unwrap().unwrap();
+    assert_eq!(old, new, "the same launch in either shape is the same row");
+    assert_eq!(old[0].content_key().unwrap(), new[0].content_key().unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_timeout_is_transient_and_retried() {
+    let server = MockServer::start().await;
+    let slow = ResponseTemplate::new(200)
+        .set_body_json(page(&["a"], None))
+        .set_delay(Duration::from_secs(3600));
+    Mock::given(path(LIST))
+        .respond_with(slow)
+        .mount(&server)
+        .await;
+    // On the paused clock the 2 s timeout fires as soon as the runtime idles.
+    let mut source = source(
+        &server,
+        SourceOptions {
+            timeout: Some(Duration::from_secs(2)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let e = source.next_page().await.unwrap_err();
+    assert!(matches!(e, EtlError::Network(_)) && e.is_transient(), "{e}");
+    assert!(
+        e.to_string().contains("timed out") || e.to_string().contains("timeout"),
+        "{e}"
+    );
+}
