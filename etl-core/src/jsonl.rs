@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use crate::content::{digest, ROW_KIND};
+use crate::content::{digest, Digest, ROW_KIND};
 use crate::{EtlError, Row, Sink};
 
 /// A [`Sink`] appending each row as `serde_json::to_string(row)` + `\n`.
@@ -98,29 +98,37 @@ impl JsonlSink {
 /// [`JsonlSink::content_keys`]). A missing file holds no rows; a last line
 /// without its `\n` is a torn write, not a row, and is skipped.
 pub fn read_content_keys(path: impl AsRef<Path>) -> Result<Vec<String>, EtlError> {
-    let path = path.as_ref();
+    let mut keys = Vec::new();
+    for_each_stored_row(path.as_ref(), |digest| keys.push(hex::encode(digest)))?;
+    Ok(keys)
+}
+
+/// Calls `each` with the binary content key of every whole line of the file
+/// at `path`, hashing each line where it lies in the read buffer.
+pub(crate) fn for_each_stored_row(
+    path: &Path,
+    mut each: impl FnMut(Digest),
+) -> Result<(), EtlError> {
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_error(path, "open", e)),
     };
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::with_capacity(4096);
-    let mut keys = Vec::new();
     loop {
         line.clear();
         let n = reader
             .read_until(b'\n', &mut line)
             .map_err(|e| io_error(path, "read", e))?;
         if n == 0 || line.last() != Some(&b'\n') {
-            break;
+            return Ok(());
         }
         line.pop();
         if !line.is_empty() {
-            keys.push(hex::encode(digest(ROW_KIND, &line)));
+            each(digest(ROW_KIND, &line));
         }
     }
-    Ok(keys)
 }
 
 /// Truncates `file` after its last `\n` (to empty when it has none) and
@@ -301,6 +309,21 @@ mod tests {
         assert!(matches!(err, EtlError::Io(_)), "{err:?}");
         assert!(err.to_string().contains("/dev/full"), "{err}");
         assert_eq!(sink.seen_count(), 0, "an unwritten row is not remembered");
+    }
+
+    #[tokio::test]
+    async fn resume_remembers_what_content_keys_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let rows = [row("a"), row("b"), row("a")];
+        JsonlSink::open(&path).unwrap().load(&rows).await.unwrap();
+
+        let resumed = IdempotentSink::resume(&path).unwrap();
+        assert_eq!(resumed.seen_count(), 2, "the duplicate line is one key");
+        for key in read_content_keys(&path).unwrap() {
+            assert!(resumed.is_seen(&key));
+        }
+        assert_eq!(resumed.load(&[row("b"), row("c")]).await.unwrap(), 1);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
-use tokio::time::Sleep;
 
 use crate::EtlError;
 
@@ -81,7 +80,7 @@ impl Default for RetryPolicy {
 /// attempt because retrying means running it again.
 ///
 /// The success path costs one call of `op` and nothing else: no allocation,
-/// no timer (the sleep is built only when a retry is due).
+/// no timer, no retry state (all of that is built only when a retry is due).
 ///
 /// ```
 /// use etl_core::{with_retry, EtlError, RetryPolicy};
@@ -106,39 +105,78 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, EtlError>>,
 {
-    let mut attempt: u32 = 0;
-    loop {
-        // The error lives in this block only: a local still in scope at the
-        // `.await` below would keep its storage in the future's state.
-        let sleep = {
-            let err = match op().await {
-                Ok(value) => return Ok(value),
-                Err(err) => err,
-            };
-            attempt = attempt.saturating_add(1);
-            if attempt >= policy.max_attempts || !err.is_transient() {
-                return Err(err);
-            }
-            let (delay, server_chose) = policy.delay_after(attempt, &err);
-            tracing::warn!(
-                attempt,
-                max_attempts = policy.max_attempts,
-                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                retry_after = server_chose,
-                error = %err,
-                "transient failure, retrying"
-            );
-            pause(delay)
+    // Scoped so that nothing of the first attempt (its result, the error)
+    // stays in this future's state across the retry path's `.await`.
+    let retrying = {
+        let err = match op().await {
+            Ok(value) => return Ok(value),
+            Err(err) => err,
         };
-        sleep.await;
-    }
+        if !should_retry(&policy, 1, &err) {
+            return Err(err);
+        }
+        // The retry path is a future of its own, on the heap: the future
+        // this fn returns holds none of its state (counters, timer), and
+        // the success path never builds it. A retry waits milliseconds at
+        // least; one allocation is nothing beside that.
+        retry_boxed(policy, op, err)
+    };
+    retrying.await
 }
 
-/// The timer for one wait, boxed so that it lives on the heap only while a
-/// retry waits: the future `with_retry` returns keeps a pointer, not a
-/// timer, and the success path never builds one.
-fn pause(delay: Duration) -> Pin<Box<Sleep>> {
-    Box::pin(tokio::time::sleep(delay))
+/// Boxes the retry path outside any `async` body: built inside one, the
+/// unboxed future would still take up room in that body's state. Cold and
+/// out of line, so the success path's code stays small.
+#[cold]
+#[inline(never)]
+fn retry_boxed<F, Fut, T>(
+    policy: RetryPolicy,
+    op: F,
+    err: EtlError,
+) -> Pin<Box<impl Future<Output = Result<T, EtlError>>>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, EtlError>>,
+{
+    Box::pin(retry_after_failure(policy, op, err))
+}
+
+/// Whether the error that ended attempt `attempt` (1-based) earns another.
+fn should_retry(policy: &RetryPolicy, attempt: u32, err: &EtlError) -> bool {
+    attempt < policy.max_attempts && err.is_transient()
+}
+
+/// Attempts 2 and later, after the first failed with a transient `err`.
+async fn retry_after_failure<F, Fut, T>(
+    policy: RetryPolicy,
+    mut op: F,
+    mut err: EtlError,
+) -> Result<T, EtlError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, EtlError>>,
+{
+    let mut attempt: u32 = 1;
+    loop {
+        if !should_retry(&policy, attempt, &err) {
+            return Err(err);
+        }
+        let (delay, server_chose) = policy.delay_after(attempt, &err);
+        tracing::warn!(
+            attempt,
+            max_attempts = policy.max_attempts,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            retry_after = server_chose,
+            error = %err,
+            "transient failure, retrying"
+        );
+        tokio::time::sleep(delay).await;
+        err = match op().await {
+            Ok(value) => return Ok(value),
+            Err(err) => err,
+        };
+        attempt = attempt.saturating_add(1);
+    }
 }
 
 #[cfg(test)]

@@ -48,10 +48,9 @@ impl std::error::Error for RunError {
 /// last line left by a crash is cut off, and the rows already in the file
 /// are remembered so they are not written again.
 pub fn open_output(path: &Path) -> Result<IdempotentSink<JsonlSink>, EtlError> {
-    let file = JsonlSink::open(path)?;
-    let seen = file.content_keys()?;
-    tracing::info!(path = %path.display(), rows = seen.len(), "output opened");
-    Ok(IdempotentSink::with_seen(file, seen))
+    let sink = IdempotentSink::resume(path)?;
+    tracing::info!(path = %path.display(), rows = sink.seen_count(), "output opened");
+    Ok(sink)
 }
 
 /// Reads `source` page by page (at most `max_pages`) and loads each page

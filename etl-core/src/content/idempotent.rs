@@ -13,7 +13,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
 use super::{parse_key, Digest};
-use crate::{EtlError, Row, Sink};
+use crate::jsonl::for_each_stored_row;
+use crate::{EtlError, JsonlSink, Row, Sink};
+use std::path::Path;
 
 /// Wraps a [`Sink`] so that loading the same row twice writes it once.
 ///
@@ -223,6 +225,35 @@ impl<S: Sink> IdempotentSink<S> {
         let count = self.inner.load(&batch).await?;
         claim.written();
         Ok(count)
+    }
+}
+
+impl IdempotentSink<JsonlSink> {
+    /// Opens the JSONL file at `path` for a resumable run: a torn last line
+    /// is cut off ([`JsonlSink::open`]) and every row already in the file
+    /// counts as written. The same as `with_seen(file, file.content_keys()?)`,
+    /// without formatting and parsing each key as hex.
+    ///
+    /// ```
+    /// use etl_core::{IdempotentSink, Launch, Row, Sink};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), etl_core::EtlError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("launches.jsonl");
+    /// let row = Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() });
+    /// IdempotentSink::resume(&path)?.load(&[row.clone()]).await?;
+    /// assert_eq!(IdempotentSink::resume(&path)?.load(&[row]).await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn resume(path: impl AsRef<Path>) -> Result<Self, EtlError> {
+        let file = JsonlSink::open(path)?;
+        let mut written = HashSet::new();
+        for_each_stored_row(file.path(), |digest| {
+            written.insert(digest);
+        })?;
+        Ok(Self::with_keys(file, written))
     }
 }
 
