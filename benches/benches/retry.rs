@@ -9,6 +9,7 @@
 use backon::{ExponentialBuilder, Retryable};
 use criterion::Criterion;
 use etl_benches::{allocations, Counting};
+use etl_core::retry::{Jitter, Retry, RetryBudget};
 use etl_core::{retry, with_retry, EtlError, RetryPolicy};
 use std::future::Future;
 use std::hint::black_box;
@@ -42,6 +43,19 @@ async fn annotated() -> Result<u64, EtlError> {
 
 async fn hand_written() -> Result<u64, EtlError> {
     with_retry(RetryPolicy::default(), || async { Ok(black_box(42)) }).await
+}
+
+static BUDGET: RetryBudget = RetryBudget::new(500);
+
+/// `Retry` with every option set: jitter, deadline, ceiling, budget (a
+/// success refills the budget: one atomic update).
+fn retry_all_options() -> impl Future<Output = Result<u64, EtlError>> {
+    Retry::new(RetryPolicy::default())
+        .jitter(Jitter::Full)
+        .deadline(Duration::from_secs(30))
+        .max_retry_after(Duration::from_secs(60))
+        .budget(&BUDGET)
+        .run(op)
 }
 
 // The peers, configured like RetryPolicy::default(): 4 attempts, 200 ms
@@ -89,6 +103,7 @@ fn report() {
     row("with_retry", || with_retry(RetryPolicy::default(), op));
     row("#[retry]", annotated);
     row("hand-written with_retry", hand_written);
+    row("Retry, all options", retry_all_options);
     row("backon", backon_call);
     row("tokio-retry2", tokio_retry2_call);
     row("tryhard", tryhard_call);
@@ -108,6 +123,9 @@ fn success_path_moved(c: &mut Criterion) {
     group.bench_function("hand-written with_retry", |b| {
         b.iter(|| poll_moved(hand_written()))
     });
+    group.bench_function("Retry, all options", |b| {
+        b.iter(|| poll_moved(retry_all_options()))
+    });
     group.bench_function("backon", |b| b.iter(|| poll_moved(backon_call())));
     group.bench_function("tokio-retry2", |b| {
         b.iter(|| poll_moved(tokio_retry2_call()))
@@ -125,6 +143,9 @@ fn success_path(c: &mut Criterion) {
     group.bench_function("#[retry]", |b| b.iter(|| poll_once!(annotated())));
     group.bench_function("hand-written with_retry", |b| {
         b.iter(|| poll_once!(hand_written()))
+    });
+    group.bench_function("Retry, all options", |b| {
+        b.iter(|| poll_once!(retry_all_options()))
     });
     group.bench_function("backon", |b| b.iter(|| poll_once!(backon_call())));
     group.bench_function("tokio-retry2", |b| {

@@ -1,9 +1,23 @@
 //! What the `#[retry]` expansion calls. Not public API: names and shapes
 //! may change with any release.
 
-pub use crate::retry::with_retry;
+use std::future::Future;
 
-use crate::EtlError;
+use crate::retry::{builder, Retry, RetryableError};
+use crate::RetryPolicy;
+
+/// `with_retry` for any [`RetryableError`]: what `#[retry]` expands to when
+/// no option beyond the policy is given.
+pub async fn with_policy<F, Fut, T, E>(policy: RetryPolicy, mut op: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: RetryableError,
+{
+    // The expression, not a local: a `Retry` built before the first attempt
+    // would sit in this future's state across it.
+    builder::attempt_then_retry!(Retry::new(policy), None, op)
+}
 
 /// How `#[retry]` hands each attempt its own copy of an argument.
 ///
@@ -28,36 +42,40 @@ impl<T: Clone> RetryArg for T {
     }
 }
 
-/// The return types `#[retry]` serves: `Result<T, EtlError>` and its aliases.
+/// The return types `#[retry]` serves: `Result<T, E>` (or an alias of it)
+/// with `E: RetryableError`, such as `EtlError`.
 ///
 /// The expansion passes each attempt's result through `into_result` and the
 /// final one back through `from_result`, both named at the fn's return type,
 /// so a wrong return type gets this one message there and nothing else.
 #[diagnostic::on_unimplemented(
-    message = "#[retry] needs a fn returning `Result<T, EtlError>`, found `{Self}`",
-    label = "not `Result<T, EtlError>`",
-    note = "only a `Result` can fail and be retried, and `with_retry` classifies `EtlError`s: \
-            convert other errors into `EtlError` inside the body"
+    message = "#[retry] needs a fn returning `Result<T, E>` with `E: RetryableError`, found `{Self}`",
+    label = "not a `Result` with a retryable error",
+    note = "only a `Result` can fail and be retried, and the loop must know which errors are transient: \
+            use `EtlError`, or implement `etl_core::retry::RetryableError` for your error type"
 )]
 pub trait RetryOutput: Sized {
     /// The success type.
     type Ok;
-    /// Into what `with_retry` takes.
-    fn into_result(self) -> Result<Self::Ok, EtlError>;
+    /// The error type.
+    type Err: RetryableError;
+    /// Into what the retry loop takes.
+    fn into_result(self) -> Result<Self::Ok, Self::Err>;
     /// Back into the declared type.
-    fn from_result(result: Result<Self::Ok, EtlError>) -> Self;
+    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
 }
 
-impl<T> RetryOutput for Result<T, EtlError> {
+impl<T, E: RetryableError> RetryOutput for Result<T, E> {
     type Ok = T;
+    type Err = E;
 
     #[inline(always)]
-    fn into_result(self) -> Result<T, EtlError> {
+    fn into_result(self) -> Self {
         self
     }
 
     #[inline(always)]
-    fn from_result(result: Result<T, EtlError>) -> Self {
+    fn from_result(result: Self) -> Self {
         result
     }
 }

@@ -1,8 +1,19 @@
 //! [`with_retry`] and [`RetryPolicy`]: retry transient failures with capped
-//! exponential backoff, honouring the server's Retry-After.
+//! exponential backoff, honouring the server's Retry-After; and [`Retry`],
+//! the same loop with jitter, a deadline, a Retry-After ceiling, an
+//! observer and a shared [`RetryBudget`], for any [`RetryableError`].
+
+mod budget;
+pub(crate) mod builder;
+mod classify;
+mod jitter;
+
+pub use budget::RetryBudget;
+pub use builder::{Observer, Retry, RetryEvent};
+pub use classify::RetryableError;
+pub use jitter::Jitter;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::EtlError;
@@ -53,15 +64,6 @@ impl RetryPolicy {
             .and_then(|factor| self.base_delay.checked_mul(factor))
             .map_or(self.max_delay, |wait| wait.min(self.max_delay))
     }
-
-    /// The wait before the next attempt after `err` ended attempt `attempt`,
-    /// and whether the server chose it (its Retry-After beats our backoff).
-    fn delay_after(&self, attempt: u32, err: &EtlError) -> (Duration, bool) {
-        match err.retry_after() {
-            Some(server) => (server, true),
-            None => (self.backoff(attempt), false),
-        }
-    }
 }
 
 impl Default for RetryPolicy {
@@ -105,78 +107,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, EtlError>>,
 {
-    // Scoped so that nothing of the first attempt (its result, the error)
-    // stays in this future's state across the retry path's `.await`.
-    let retrying = {
-        let err = match op().await {
-            Ok(value) => return Ok(value),
-            Err(err) => err,
-        };
-        if !should_retry(&policy, 1, &err) {
-            return Err(err);
-        }
-        // The retry path is a future of its own, on the heap: the future
-        // this fn returns holds none of its state (counters, timer), and
-        // the success path never builds it. A retry waits milliseconds at
-        // least; one allocation is nothing beside that.
-        retry_boxed(policy, op, err)
-    };
-    retrying.await
-}
-
-/// Boxes the retry path outside any `async` body: built inside one, the
-/// unboxed future would still take up room in that body's state. Cold and
-/// out of line, so the success path's code stays small.
-#[cold]
-#[inline(never)]
-fn retry_boxed<F, Fut, T>(
-    policy: RetryPolicy,
-    op: F,
-    err: EtlError,
-) -> Pin<Box<impl Future<Output = Result<T, EtlError>>>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, EtlError>>,
-{
-    Box::pin(retry_after_failure(policy, op, err))
-}
-
-/// Whether the error that ended attempt `attempt` (1-based) earns another.
-fn should_retry(policy: &RetryPolicy, attempt: u32, err: &EtlError) -> bool {
-    attempt < policy.max_attempts && err.is_transient()
-}
-
-/// Attempts 2 and later, after the first failed with a transient `err`.
-async fn retry_after_failure<F, Fut, T>(
-    policy: RetryPolicy,
-    mut op: F,
-    mut err: EtlError,
-) -> Result<T, EtlError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, EtlError>>,
-{
-    let mut attempt: u32 = 1;
-    loop {
-        if !should_retry(&policy, attempt, &err) {
-            return Err(err);
-        }
-        let (delay, server_chose) = policy.delay_after(attempt, &err);
-        tracing::warn!(
-            attempt,
-            max_attempts = policy.max_attempts,
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            retry_after = server_chose,
-            error = %err,
-            "transient failure, retrying"
-        );
-        tokio::time::sleep(delay).await;
-        err = match op().await {
-            Ok(value) => return Ok(value),
-            Err(err) => err,
-        };
-        attempt = attempt.saturating_add(1);
-    }
+    // `Retry::new(policy).run(op)`, without nesting `run`'s future in this one.
+    // The expression, not a local: a `Retry` built before the first attempt
+    // would sit in this future's state across it.
+    builder::attempt_then_retry!(Retry::new(policy), None, op)
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
 
     let attempt = match &plan.shape {
         Shape::Async { output } => {
-            // Spanned at the return type: if it is not `Result<T, EtlError>`,
+            // Spanned at the return type: if it is not `Result<T, E: RetryableError>`,
             // the one error (RetryOutput's message) points there.
             let output_at = respan(output.to_token_stream(), output_span);
             let into_result = quote_spanned! {output.span()=>
@@ -79,8 +79,35 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             #attempt
         }
     };
-    let call = quote_spanned! {output_span=>
-        #krate_at_output::__private::with_retry(#policy_var, #closure)
+    // Without options, the plain loop (`with_retry` for any retryable
+    // error); with them, `Retry` carrying each, in the order given below.
+    let options = &policy.options;
+    let call = if options.any() {
+        let mut builder = quote!(#krate::retry::Retry::new(#policy_var));
+        if let Some(variant) = &options.jitter {
+            builder.extend(quote!(.jitter(#krate::retry::Jitter::#variant)));
+        }
+        if let Some(deadline) = options.deadline {
+            let deadline = duration(deadline);
+            builder.extend(quote!(.deadline(#deadline)));
+        }
+        if let Some(ceiling) = options.max_retry_after {
+            let ceiling = duration(ceiling);
+            builder.extend(quote!(.max_retry_after(#ceiling)));
+        }
+        // Spanned at the user's tokens: a fn of the wrong type, or a budget
+        // that is not a `&RetryBudget`, is reported there.
+        if let Some(observer) = &options.on_retry {
+            builder.extend(quote_spanned!(observer.span()=> .on_retry(&#observer)));
+        }
+        if let Some(budget) = &options.budget {
+            builder.extend(quote_spanned!(budget.span()=> .budget(#budget)));
+        }
+        quote_spanned! {output_span=> #builder.run(#closure) }
+    } else {
+        quote_spanned! {output_span=>
+            #krate_at_output::__private::with_policy(#policy_var, #closure)
+        }
     };
     let body = match &plan.shape {
         Shape::Async { output } => {

@@ -16,7 +16,7 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// Retries an `async fn` returning `Result<T, EtlError>` with capped
+/// Retries an `async fn` returning `Result<T, E>` (`E: RetryableError`, such as `EtlError`) with capped
 /// exponential backoff. See `etl_core::retry` for the full documentation.
 #[proc_macro_attribute]
 pub fn retry(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -115,14 +115,14 @@ fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
         Some(ty) => {
             errors.push(syn::Error::new_spanned(
                 ty,
-                "#[retry] needs a fn returning `Result<T, EtlError>` (or an alias of it): only an error can be retried",
+                "#[retry] needs a fn returning `Result<T, E>` (or an alias of it) with `E: RetryableError`, such as `EtlError`: only an error can be retried",
             ));
             None
         }
         None => {
             errors.push(syn::Error::new(
                 sig.paren_token.span.close(),
-                "#[retry] needs a fn returning `Result<T, EtlError>`: add `-> Result<T, EtlError>`",
+                "#[retry] needs a fn returning `Result<T, E>` with `E: RetryableError`: add, say, `-> Result<T, EtlError>`",
             ));
             None
         }
@@ -157,7 +157,7 @@ fn check_receiver(receiver: &syn::Receiver) -> syn::Result<()> {
 
 /// Whether `ty` can name a `Result` at all: a path can (`Result<T, E>`, an
 /// alias such as `Fetched<T>`); a tuple, reference or `impl Trait` cannot.
-/// Whether the path is `Result<T, EtlError>` is the type checker's to say,
+/// Whether the path is a `Result` with a retryable error is the type checker's to say,
 /// on this same type (see `expand`).
 fn may_be_result(ty: &Type) -> bool {
     match ty {

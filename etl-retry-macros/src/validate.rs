@@ -16,15 +16,52 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 const DEFAULT_BASE: Duration = Duration::from_millis(200);
 const DEFAULT_MAX: Duration = Duration::from_secs(10);
 
-const KEYS: [&str; 4] = ["max_attempts", "base", "max", "crate"];
+const KEYS: [&str; 9] = [
+    "max_attempts",
+    "base",
+    "max",
+    "jitter",
+    "deadline",
+    "max_retry_after",
+    "on_retry",
+    "budget",
+    "crate",
+];
+
+const JITTERS: [&str; 3] = ["none", "full", "equal"];
 
 /// The policy `#[retry]` expands to, all values final.
 pub struct Policy {
     pub max_attempts: u32,
     pub base: Duration,
     pub max: Duration,
+    /// The loop's options beyond the policy.
+    pub options: Options,
     /// Where the expansion finds etl-core (`crate = "..."`, default `::etl_core`).
     pub krate: Path,
+}
+
+/// `Retry`'s options, as given (`None`: not set).
+#[derive(Default)]
+pub struct Options {
+    /// `Jitter`'s variant name, spanned at the string.
+    pub jitter: Option<Ident>,
+    pub deadline: Option<Duration>,
+    pub max_retry_after: Option<Duration>,
+    /// A path to a `fn(&RetryEvent)`.
+    pub on_retry: Option<Path>,
+    /// An expression giving a `&RetryBudget`.
+    pub budget: Option<Expr>,
+}
+
+impl Options {
+    pub fn any(&self) -> bool {
+        self.jitter.is_some()
+            || self.deadline.is_some()
+            || self.max_retry_after.is_some()
+            || self.on_retry.is_some()
+            || self.budget.is_some()
+    }
 }
 
 /// The keys as given, before defaults: `(value, span of the value)`.
@@ -33,6 +70,7 @@ struct Given {
     max_attempts: Option<u32>,
     base: Option<(Duration, Span)>,
     max: Option<(Duration, Span)>,
+    options: Options,
     krate: Option<Path>,
 }
 
@@ -67,6 +105,16 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             "max_attempts" => max_attempts(&value).map(|n| given.max_attempts = Some(n)),
             "base" => duration(&name, &value).map(|d| given.base = Some((d, value.span()))),
             "max" => duration(&name, &value).map(|d| given.max = Some((d, value.span()))),
+            "jitter" => jitter(&value).map(|j| given.options.jitter = Some(j)),
+            "deadline" => duration(&name, &value).map(|d| given.options.deadline = Some(d)),
+            "max_retry_after" => {
+                duration(&name, &value).map(|d| given.options.max_retry_after = Some(d))
+            }
+            "on_retry" => fn_path(&value).map(|p| given.options.on_retry = Some(p)),
+            "budget" => {
+                given.options.budget = Some(value);
+                Ok(())
+            }
             _ => crate_path(&value).map(|p| given.krate = Some(p)),
         };
         if let Err(e) = outcome {
@@ -101,6 +149,7 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             max_attempts: given.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
             base,
             max,
+            options: given.options,
             krate: given.krate.unwrap_or_else(|| syn::parse_quote!(::etl_core)),
         })
     } else {
@@ -113,19 +162,32 @@ fn example(key: &str) -> &'static str {
         "max_attempts" => "`max_attempts = 4`",
         "base" => "`base = \"200ms\"`",
         "max" => "`max = \"10s\"`",
+        "jitter" => "`jitter = \"full\"` (or \"equal\", \"none\")",
+        "deadline" => "`deadline = \"30s\"`",
+        "max_retry_after" => "`max_retry_after = \"60s\"`",
+        "on_retry" => "`on_retry = log_retry` (a fn taking `&RetryEvent`)",
+        "budget" => "`budget = &BUDGET` (a `&RetryBudget`)",
         _ => "`crate = \"my_crate::etl_core\"`",
     }
 }
 
-fn unknown_key(name: &str) -> String {
-    let closest = KEYS
+/// The candidate most like `name`, if any is close enough to be a typo.
+fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
         .iter()
         .map(|k| (strsim::jaro_winkler(name, k), *k))
         .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match closest {
-        Some((_, k)) => format!("unknown key `{name}`: did you mean `{k}`?"),
-        None => format!("unknown key `{name}`: expected `max_attempts`, `base`, `max` or `crate`"),
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+fn unknown_key(name: &str) -> String {
+    match closest(name, &KEYS) {
+        Some(k) => format!("unknown key `{name}`: did you mean `{k}`?"),
+        None => format!(
+            "unknown key `{name}`: expected one of `max_attempts`, `base`, `max`, `jitter`, `deadline`, \
+             `max_retry_after`, `on_retry`, `budget`, `crate`"
+        ),
     }
 }
 
@@ -203,4 +265,37 @@ fn crate_path(value: &Expr) -> syn::Result<Path> {
             format!("`crate`: `{}` is not a path", lit.value()),
         )
     })
+}
+
+fn jitter(value: &Expr) -> syn::Result<Ident> {
+    let lit = string("jitter", value)?;
+    let text = lit.value();
+    let variant = match text.as_str() {
+        "none" => "None",
+        "full" => "Full",
+        "equal" => "Equal",
+        other => {
+            let hint = match closest(other, &JITTERS) {
+                Some(k) => format!("did you mean \"{k}\"?"),
+                None => "expected \"full\", \"equal\" or \"none\"".to_string(),
+            };
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("`jitter`: unknown jitter \"{other}\": {hint}"),
+            ));
+        }
+    };
+    Ok(Ident::new(variant, lit.span()))
+}
+
+fn fn_path(value: &Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
+        Expr::Group(group) => fn_path(&group.expr),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            "`on_retry` takes the path of a fn taking `&RetryEvent`, e.g. `on_retry = log_retry`; \
+             for a closure, use `etl_core::retry::Retry` directly",
+        )),
+    }
 }

@@ -221,3 +221,131 @@ async fn retry_macro_inside_async_trait_impl() {
     assert_eq!(sink.calls.load(Ordering::SeqCst), 3);
     assert_eq!(start.elapsed(), ms(3000), "1s then 2s, as the policy says");
 }
+
+mod options {
+    //! The keys beyond the policy: jitter, deadline, max_retry_after,
+    //! on_retry, budget, and an error type of the user's own.
+
+    use super::{ms, network, Script};
+    use etl_core::retry::{RetryBudget, RetryEvent, RetryableError};
+    use etl_core::{retry, EtlError};
+    use std::fmt;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[retry(max_attempts = 6, base = "1s", max = "60s", jitter = "full")]
+    async fn jittered(script: &Script) -> Result<usize, EtlError> {
+        script.attempt()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_jitter_keeps_each_wait_under_the_backoff() {
+        let script = Script::new(10, network);
+        let _ = jittered(&script).await;
+        let starts = script.schedule();
+        assert_eq!(starts.len(), 6);
+        for (i, w) in starts.windows(2).enumerate() {
+            assert!(w[1] - w[0] <= ms(1000 << i), "wait {i}: {:?}", w[1] - w[0]);
+        }
+    }
+
+    #[retry(max_attempts = 10, base = "1s", deadline = "5s")]
+    async fn with_deadline(script: &Script) -> Result<usize, EtlError> {
+        script.attempt()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_deadline() {
+        let script = Script::new(100, network);
+        assert!(with_deadline(&script).await.is_err());
+        assert_eq!(
+            script.schedule(),
+            [ms(0), ms(1000), ms(3000)],
+            "a 4 s wait would end past 5 s"
+        );
+    }
+
+    #[retry(max_attempts = 5, max_retry_after = "60s")]
+    async fn with_ceiling(script: &Script) -> Result<usize, EtlError> {
+        script.attempt()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_max_retry_after() {
+        let script = Script::new(1, || EtlError::RateLimited {
+            retry_after_secs: 3600,
+        });
+        let start = Instant::now();
+        assert!(matches!(
+            with_ceiling(&script).await,
+            Err(EtlError::RateLimited { .. })
+        ));
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "an hour is above the ceiling: no wait"
+        );
+    }
+
+    static OBSERVED: AtomicU32 = AtomicU32::new(0);
+
+    fn count(event: &RetryEvent<'_>) {
+        OBSERVED.fetch_add(event.attempt, Ordering::SeqCst);
+    }
+
+    static BUDGET: RetryBudget = RetryBudget::new(10);
+
+    #[retry(max_attempts = 10, base = "10ms", on_retry = count, budget = &BUDGET)]
+    async fn observed_and_budgeted(script: &Script) -> Result<usize, EtlError> {
+        script.attempt()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_on_retry_and_budget() {
+        let script = Script::new(100, network);
+        assert!(observed_and_budgeted(&script).await.is_err());
+        assert_eq!(
+            script.schedule().len(),
+            3,
+            "the budget paid for two retries"
+        );
+        assert_eq!(
+            OBSERVED.load(Ordering::SeqCst),
+            1 + 2,
+            "the observer saw attempts 1 and 2"
+        );
+        assert_eq!(BUDGET.available(), 0);
+    }
+
+    #[derive(Debug)]
+    struct Busy;
+
+    impl fmt::Display for Busy {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("busy")
+        }
+    }
+
+    impl RetryableError for Busy {
+        fn is_transient(&self) -> bool {
+            true
+        }
+    }
+
+    #[retry(max_attempts = 3, base = "2s")]
+    async fn own_error(calls: &AtomicU32) -> Result<u32, Busy> {
+        match calls.fetch_add(1, Ordering::SeqCst) {
+            0 | 1 => Err(Busy),
+            n => Ok(n),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_macro_with_an_error_type_of_the_users_own() {
+        let calls = AtomicU32::new(0);
+        let start = Instant::now();
+        assert_eq!(own_error(&calls).await.unwrap(), 2);
+        assert_eq!(start.elapsed(), ms(2000 + 4000));
+    }
+}

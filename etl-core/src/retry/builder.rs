@@ -1,0 +1,345 @@
+//! [`Retry`]: `with_retry`'s loop with the options a production caller
+//! needs: jitter, a total deadline, a ceiling on the server's Retry-After,
+//! an observer and a shared retry budget, for any [`RetryableError`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::Instant;
+
+use super::{Jitter, RetryBudget, RetryableError};
+use crate::RetryPolicy;
+
+/// The body every entry point (`with_retry`, `Retry::run`, the `#[retry]`
+/// expansion) shares: the first attempt inline, the rest boxed. A macro, not
+/// a fn: awaiting a shared `async fn` from each entry point would nest its
+/// future, and a second copy of the arguments, inside theirs. `$retry` is
+/// an expression evaluated where needed (a `Copy` value or a constructor).
+macro_rules! attempt_then_retry {
+    ($retry:expr, $started:expr, $op:ident) => {{
+        // Scoped so that nothing of the first attempt (its result, the
+        // error) stays in the future's state across the retry path's
+        // `.await`: a local still in scope there keeps its storage.
+        let retrying = {
+            let err = match $op().await {
+                Ok(value) => {
+                    $retry.succeeded();
+                    return Ok(value);
+                }
+                Err(err) => err,
+            };
+            if !$crate::retry::RetryableError::is_transient(&err)
+                || $retry.policy().max_attempts <= 1
+            {
+                return Err(err);
+            }
+            // The retry path is a future of its own, on the heap: the
+            // future the entry point returns holds none of its state, and
+            // the success path never builds it. A retry waits milliseconds
+            // at least; one allocation is nothing beside that.
+            $crate::retry::builder::retry_boxed($retry, $started, $op, err)
+        };
+        retrying.await
+    }};
+}
+pub(crate) use attempt_then_retry;
+
+/// What an observer ([`Retry::on_retry`]) is told before each wait.
+#[derive(Clone, Copy)]
+pub struct RetryEvent<'a> {
+    /// The attempt that just failed (1-based).
+    pub attempt: u32,
+    /// How long the loop waits before the next attempt.
+    pub delay: Duration,
+    /// Whether the server chose `delay` (its Retry-After).
+    pub server_delay: bool,
+    /// The error that ended the attempt.
+    pub error: &'a dyn fmt::Display,
+}
+
+impl fmt::Debug for RetryEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryEvent")
+            .field("attempt", &self.attempt)
+            .field("delay", &self.delay)
+            .field("server_delay", &self.server_delay)
+            .field("error", &format_args!("{}", self.error))
+            .finish()
+    }
+}
+
+/// An observer of retries: called before each wait.
+pub type Observer<'a> = dyn Fn(&RetryEvent<'_>) + Send + Sync + 'a;
+
+/// A retry loop built from a [`RetryPolicy`] and options; `run` it on an
+/// operation. [`with_retry`](crate::with_retry)`(policy, op)` is
+/// `Retry::new(policy).run(op)`.
+///
+/// Every option is off until set, and none costs anything on the success
+/// path: the first attempt runs inline, and the loop's state (counters,
+/// random generator, timer) is built only after a transient failure.
+///
+/// ```
+/// use etl_core::retry::{Jitter, Retry, RetryBudget, RetryEvent};
+/// use etl_core::{EtlError, RetryPolicy};
+/// use std::time::Duration;
+///
+/// static BUDGET: RetryBudget = RetryBudget::new(500);
+///
+/// fn log(event: &RetryEvent<'_>) {
+///     eprintln!("attempt {} failed ({}), next in {:?}", event.attempt, event.error, event.delay);
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut calls = 0;
+/// let page = Retry::new(RetryPolicy::default())
+///     .jitter(Jitter::Full)                       // spread the waits
+///     .deadline(Duration::from_secs(30))          // give up after 30 s in all
+///     .max_retry_after(Duration::from_secs(60))   // never sleep an hour unbidden
+///     .on_retry(&log)
+///     .budget(&BUDGET)                            // share the retries with every caller
+///     .run(|| {
+///         calls += 1;
+///         let outcome = if calls < 3 { Err(EtlError::Network("reset".into())) } else { Ok("page") };
+///         async move { outcome }
+///     })
+///     .await;
+/// assert_eq!(page.unwrap(), "page");
+/// # }
+/// ```
+#[derive(Clone, Copy)]
+pub struct Retry<'a> {
+    policy: RetryPolicy,
+    jitter: Jitter,
+    seed: Option<u64>,
+    deadline: Option<Duration>,
+    max_retry_after: Option<Duration>,
+    on_retry: Option<&'a Observer<'a>>,
+    budget: Option<&'a RetryBudget>,
+}
+
+impl fmt::Debug for Retry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("policy", &self.policy)
+            .field("jitter", &self.jitter)
+            .field("seed", &self.seed)
+            .field("deadline", &self.deadline)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("on_retry", &self.on_retry.is_some())
+            .field("budget", &self.budget)
+            .finish()
+    }
+}
+
+/// Why the loop stopped retrying before `max_attempts`, for the log.
+#[derive(Debug)]
+enum Stop {
+    Deadline,
+    RetryAfterCeiling,
+    Budget,
+}
+
+impl<'a> Retry<'a> {
+    /// The loop `with_retry` runs: `policy`, no options.
+    #[inline]
+    pub const fn new(policy: RetryPolicy) -> Self {
+        Retry {
+            policy,
+            jitter: Jitter::None,
+            seed: None,
+            deadline: None,
+            max_retry_after: None,
+            on_retry: None,
+            budget: None,
+        }
+    }
+
+    /// Randomises the backoff (not a server's Retry-After).
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Seeds the jitter's random generator, so the waits are reproducible
+    /// (each `run` starts from this seed). Unseeded, each run draws a seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// A total deadline, from the first attempt's start, sleeps included: no
+    /// wait is started that would end past it, and the last error is
+    /// returned instead. An attempt already running is not cut short (give
+    /// the operation its own timeout for that).
+    pub fn deadline(mut self, total: Duration) -> Self {
+        self.deadline = Some(total);
+        self
+    }
+
+    /// A ceiling on the server's Retry-After: an error asking for a longer
+    /// wait is returned at once instead of slept on.
+    pub fn max_retry_after(mut self, ceiling: Duration) -> Self {
+        self.max_retry_after = Some(ceiling);
+        self
+    }
+
+    /// Calls `observer` before each wait with the attempt number, the delay
+    /// and the error.
+    pub fn on_retry(mut self, observer: &'a Observer<'a>) -> Self {
+        self.on_retry = Some(observer);
+        self
+    }
+
+    /// Draws every retry from `budget`, shared with other calls: a retry the
+    /// budget cannot pay is not made, and each success refills it.
+    pub fn budget(mut self, budget: &'a RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The policy this loop follows.
+    #[inline]
+    pub fn policy(&self) -> RetryPolicy {
+        self.policy
+    }
+
+    /// Runs `op` until it succeeds, fails permanently, has run
+    /// `max_attempts` times or an option stops it; returns its last result.
+    pub async fn run<F, Fut, T, E>(self, mut op: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RetryableError,
+    {
+        let started = self.deadline.map(|_| Instant::now());
+        attempt_then_retry!(self, started, op)
+    }
+
+    // Inline: on the success path of every entry point, and a no-op there
+    // unless a budget is set. Across crates an un-inlined call would build
+    // a whole `Retry` on the stack just to find that out.
+    #[inline]
+    pub(crate) fn succeeded(&self) {
+        if let Some(budget) = self.budget {
+            budget.deposit();
+        }
+    }
+
+    /// The wait before the attempt after `attempt`, and whether the server
+    /// chose it; `Err` says why not to retry (`None`: no more attempts, or a
+    /// permanent error, which needs no log line of its own).
+    fn next_delay<E: RetryableError>(
+        &self,
+        attempt: u32,
+        started: Option<Instant>,
+        err: &E,
+        rng: &mut Option<fastrand::Rng>,
+    ) -> Result<(Duration, bool), Option<Stop>> {
+        if attempt >= self.policy.max_attempts || !err.is_transient() {
+            return Err(None);
+        }
+        let (delay, server_chose) = match err.retry_after() {
+            Some(asked) if self.max_retry_after.is_some_and(|ceiling| asked > ceiling) => {
+                return Err(Some(Stop::RetryAfterCeiling));
+            }
+            Some(asked) => (asked, true),
+            None => {
+                let backoff = self.policy.backoff(attempt);
+                let delay = match self.jitter {
+                    Jitter::None => backoff,
+                    jitter => {
+                        let seed = self.seed;
+                        let rng = rng.get_or_insert_with(|| {
+                            seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed)
+                        });
+                        jitter.apply(backoff, rng)
+                    }
+                };
+                (delay, false)
+            }
+        };
+        if let (Some(deadline), Some(started)) = (self.deadline, started) {
+            if started.elapsed().saturating_add(delay) > deadline {
+                return Err(Some(Stop::Deadline));
+            }
+        }
+        if self.budget.is_some_and(|budget| !budget.try_withdraw()) {
+            return Err(Some(Stop::Budget));
+        }
+        Ok((delay, server_chose))
+    }
+}
+
+/// Boxes the retry path outside any `async` body: built inside one, the
+/// unboxed future would still take up room in that body's state. Cold and
+/// out of line, so the success path's code stays small.
+#[cold]
+#[inline(never)]
+pub(crate) fn retry_boxed<'a, F, Fut, T, E>(
+    retry: Retry<'a>,
+    started: Option<Instant>,
+    op: F,
+    err: E,
+) -> Pin<Box<impl Future<Output = Result<T, E>> + use<'a, F, Fut, T, E>>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: RetryableError,
+{
+    Box::pin(retry_after_failure(retry, started, op, err))
+}
+
+/// Attempts 2 and later, after the first failed with a transient `err`.
+async fn retry_after_failure<F, Fut, T, E>(
+    retry: Retry<'_>,
+    started: Option<Instant>,
+    mut op: F,
+    mut err: E,
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: RetryableError,
+{
+    let mut rng = None;
+    let mut attempt: u32 = 1;
+    loop {
+        let (delay, server_chose) = match retry.next_delay(attempt, started, &err, &mut rng) {
+            Ok(next) => next,
+            Err(stop) => {
+                if let Some(stop) = stop {
+                    tracing::warn!(attempt, reason = ?stop, error = %err, "giving up before max_attempts");
+                }
+                return Err(err);
+            }
+        };
+        tracing::warn!(
+            attempt,
+            max_attempts = retry.policy.max_attempts,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            retry_after = server_chose,
+            error = %err,
+            "transient failure, retrying"
+        );
+        if let Some(observer) = retry.on_retry {
+            observer(&RetryEvent {
+                attempt,
+                delay,
+                server_delay: server_chose,
+                error: &err,
+            });
+        }
+        tokio::time::sleep(delay).await;
+        err = match op().await {
+            Ok(value) => {
+                retry.succeeded();
+                return Ok(value);
+            }
+            Err(err) => err,
+        };
+        attempt = attempt.saturating_add(1);
+    }
+}
