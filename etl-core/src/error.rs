@@ -64,6 +64,20 @@ pub enum EtlError {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// A database refused or lost a statement. Classified by its SQLSTATE:
+    /// no code (the connection itself failed), class 08 (connection
+    /// exception), 40001 and 40P01 (serialization failure, deadlock: run it
+    /// again), class 53 (insufficient resources) and 57P01-57P03 (the server
+    /// shutting down or starting) are transient; every other code (a
+    /// constraint, a type, a syntax error) is permanent.
+    #[error("database error{}: {message}", sqlstate.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+    Database {
+        /// The five-character SQLSTATE, when the server sent one.
+        sqlstate: Option<String>,
+        /// What the database said.
+        message: String,
+    },
+
     /// A request was not sent because it would break a safety rule, such as
     /// following a link or redirect to another origin (named in the
     /// message). Permanent.
@@ -92,6 +106,14 @@ impl EtlError {
                     | io::ErrorKind::ConnectionRefused
                     | io::ErrorKind::BrokenPipe
             ),
+            EtlError::Database { sqlstate, .. } => match sqlstate.as_deref() {
+                None => true,
+                Some(code) => {
+                    code.starts_with("08")
+                        || code.starts_with("53")
+                        || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+                }
+            },
             EtlError::Parse(_) | EtlError::InvalidInput(_) | EtlError::Refused(_) => false,
         }
     }
@@ -146,6 +168,23 @@ mod tests {
                 message: String::new(),
             };
             assert!(!e.is_transient(), "{status} should be permanent");
+        }
+        let db = |code: Option<&str>| EtlError::Database {
+            sqlstate: code.map(str::to_string),
+            message: String::new(),
+        };
+        for code in [
+            None,
+            Some("08006"),
+            Some("40001"),
+            Some("40P01"),
+            Some("53300"),
+            Some("57P01"),
+        ] {
+            assert!(db(code).is_transient(), "{code:?} should be transient");
+        }
+        for code in ["23505", "42804", "42P01", "22P02"] {
+            assert!(!db(Some(code)).is_transient(), "{code} should be permanent");
         }
         let io = |k| EtlError::Io(io::Error::from(k));
         assert!(io(io::ErrorKind::TimedOut).is_transient());

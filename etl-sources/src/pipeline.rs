@@ -1,7 +1,7 @@
 //! The pipeline: source pages -> [`IdempotentSink`] -> [`JsonlSink`] -> file,
 //! resumable and safe to kill at any moment.
 
-use etl_core::{EtlError, IdempotentSink, JsonlSink, Sink};
+use etl_core::{with_retry, EtlError, IdempotentSink, JsonlSink, RetryPolicy, Sink};
 use std::fmt;
 use std::path::Path;
 
@@ -55,7 +55,8 @@ pub fn open_output(path: &Path) -> Result<IdempotentSink<JsonlSink>, EtlError> {
 
 /// Reads `source` page by page (at most `max_pages`) and loads each page
 /// into `sink` before fetching the next, so a failure, or a kill, loses no
-/// page that was already read. One `info` event per page.
+/// page that was already read; a transient sink failure is retried with
+/// `RetryPolicy::default()`. One `info` event per page.
 pub async fn run<S: Sink>(
     source: &mut SpaceDevsSource,
     sink: &S,
@@ -68,7 +69,10 @@ pub async fn run<S: Sink>(
             Ok(None) => break,
             Err(error) => return Err(RunError { done, error }),
         };
-        let new_rows = match sink.load(&rows).await {
+        // A sink's transient failure (a lost database connection, say) is
+        // retried; an IdempotentSink gives back the keys of a failed write,
+        // so the retry writes them.
+        let new_rows = match with_retry(RetryPolicy::default(), || sink.load(&rows)).await {
             Ok(n) => n,
             Err(error) => return Err(RunError { done, error }),
         };

@@ -2,6 +2,8 @@
 //! launch once, however often it runs or is killed.
 
 use clap::Parser;
+use etl_core::IdempotentSink;
+use etl_postgres::PostgresSink;
 use etl_sources::pipeline;
 use etl_sources::replay::{Replay, ReplayServer};
 use etl_sources::{SourceOptions, SpaceDevsSource};
@@ -25,9 +27,14 @@ struct Args {
     )]
     base_url: Option<String>,
 
-    /// Output file (created if missing, appended to if not).
+    /// Output: a JSONL file (created if missing, appended to if not), or a
+    /// PostgreSQL URL (postgres://user@host/db) to load into a table.
     #[arg(long, default_value = "launches.jsonl")]
     out: PathBuf,
+
+    /// Table to load into when --out is a PostgreSQL URL (created if missing).
+    #[arg(long, default_value = "launches")]
+    pg_table: String,
 
     /// Page size (the API's `limit`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -83,17 +90,37 @@ async fn launches(args: Args) -> Result<(), String> {
         timeout: Some(Duration::from_secs(args.timeout_secs)),
     };
     let mut source = SpaceDevsSource::new(&base_url, options).map_err(|e| e.to_string())?;
-    let sink = pipeline::open_output(&args.out).map_err(|e| e.to_string())?;
-    let summary = pipeline::run(&mut source, &sink, args.max_pages)
-        .await
-        .map_err(|e| e.to_string())?;
-    println!(
-        "done: {} pages, {} launches read, {} new rows written to {} ({} rows in all)",
-        summary.pages,
-        summary.rows,
-        summary.new_rows,
-        args.out.display(),
-        sink.seen_count()
-    );
+    let out = args.out.to_string_lossy();
+    if out.starts_with("postgres://") || out.starts_with("postgresql://") {
+        // The database keeps each row once, whoever else loads into it; the
+        // keys it holds let this run skip known rows before sending them.
+        let store = PostgresSink::connect(&out, &args.pg_table)
+            .await
+            .map_err(|e| e.to_string())?;
+        let keys = store.content_keys().await.map_err(|e| e.to_string())?;
+        tracing::info!(table = %args.pg_table, rows = keys.len(), "PostgreSQL output opened");
+        let sink = IdempotentSink::with_seen(store, keys);
+        let summary = pipeline::run(&mut source, &sink, args.max_pages)
+            .await
+            .map_err(|e| e.to_string())?;
+        let total = sink.inner().count().await.map_err(|e| e.to_string())?;
+        println!(
+            "done: {} pages, {} launches read, {} new rows written to PostgreSQL table {} ({total} rows in all)",
+            summary.pages, summary.rows, summary.new_rows, args.pg_table
+        );
+    } else {
+        let sink = pipeline::open_output(&args.out).map_err(|e| e.to_string())?;
+        let summary = pipeline::run(&mut source, &sink, args.max_pages)
+            .await
+            .map_err(|e| e.to_string())?;
+        println!(
+            "done: {} pages, {} launches read, {} new rows written to {} ({} rows in all)",
+            summary.pages,
+            summary.rows,
+            summary.new_rows,
+            args.out.display(),
+            sink.seen_count()
+        );
+    }
     Ok(())
 }

@@ -1,0 +1,50 @@
+//! tokio-postgres errors as [`EtlError::Database`], classified by SQLSTATE
+//! (see `EtlError::is_transient`).
+
+use etl_core::EtlError;
+use tokio_postgres::Client;
+
+/// The error of a statement. A connection-level failure (no SQLSTATE: the
+/// socket closed, the server went away) also drops the client, so that the
+/// next call reconnects instead of failing on a dead connection forever.
+pub fn from_pg(e: tokio_postgres::Error, slot: &mut Option<Client>) -> EtlError {
+    let error = from_pg_plain(&e);
+    if matches!(error, EtlError::Database { sqlstate: None, .. }) || e.is_closed() {
+        *slot = None;
+    }
+    error
+}
+
+/// The error as an [`EtlError::Database`], with its SQLSTATE and the whole
+/// message chain.
+pub fn from_pg_plain(e: &tokio_postgres::Error) -> EtlError {
+    let sqlstate = e.code().map(|c| c.code().to_string());
+    let message = match e.as_db_error() {
+        Some(db) => db.to_string(),
+        None => chain(e),
+    };
+    EtlError::Database { sqlstate, message }
+}
+
+/// A failed connect: transient unless the server said why (a wrong password,
+/// a database that does not exist).
+pub fn connect(e: &tokio_postgres::Error) -> EtlError {
+    match from_pg_plain(e) {
+        EtlError::Database { sqlstate, message } => EtlError::Database {
+            sqlstate,
+            message: format!("cannot connect to PostgreSQL: {message}"),
+        },
+        other => other,
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,190 @@
+//! Exactly-once loads of etl-core rows into PostgreSQL, for many workers at
+//! once.
+//!
+//! [`PostgresSink`] keeps each row under its [`Row::content_key`] as the
+//! table's primary key and loads a batch with one `INSERT ... ON CONFLICT
+//! (content_key) DO NOTHING`: the database itself makes "each row once" true
+//! across processes and machines, in the same statement that writes the
+//! data (a key is done exactly when its row is durable), with no seen-set to
+//! lose. The keys are the ones a `JsonlSink` file would hash to, so the two
+//! outputs agree.
+//!
+//! ```no_run
+//! use etl_core::{IdempotentSink, Launch, Row, Sink};
+//! use etl_postgres::PostgresSink;
+//!
+//! # async fn run() -> Result<(), etl_core::EtlError> {
+//! let store = PostgresSink::connect("postgres://etl@127.0.0.1/test", "launches").await?;
+//! // Optional warm start: skip known rows before they reach the database.
+//! let keys = store.content_keys().await?;
+//! let sink = IdempotentSink::with_seen(store, keys);
+//! let row = Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() });
+//! sink.load(&[row]).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod errors;
+mod table;
+
+use async_trait::async_trait;
+use etl_core::{EtlError, Row, Sink};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+pub use table::TableName;
+
+/// A [`Sink`] into one PostgreSQL table: `content_key text PRIMARY KEY,
+/// row jsonb, launch_id text, loaded_at timestamptz`, created if missing.
+///
+/// `load` writes a batch in one statement (the rows travel as three arrays
+/// through `UNNEST`, not one statement a row) and returns how many rows were
+/// new; rows whose key the table already holds, including rows a concurrent
+/// writer just inserted, are skipped. A lost connection is a transient
+/// error, and the next `load` reconnects, so `with_retry` or `#[retry]` can
+/// retry the batch; a constraint or type error is permanent.
+pub struct PostgresSink {
+    url: String,
+    table: TableName,
+    client: Mutex<Option<Client>>,
+}
+
+impl std::fmt::Debug for PostgresSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: not shown.
+        f.debug_struct("PostgresSink")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresSink {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/db`) and
+    /// creates `table` if it does not exist. `table` must be a plain SQL
+    /// identifier (letters, digits, `_`; at most 63 bytes).
+    pub async fn connect(url: &str, table: &str) -> Result<Self, EtlError> {
+        let table = TableName::new(table)?;
+        let client = open(url).await?;
+        table::create(&client, &table).await?;
+        Ok(PostgresSink {
+            url: url.to_string(),
+            table,
+            client: Mutex::new(Some(client)),
+        })
+    }
+
+    /// The table this sink loads into.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The content keys of every row in the table, for
+    /// [`etl_core::IdempotentSink::with_seen`].
+    pub async fn content_keys(&self) -> Result<Vec<String>, EtlError> {
+        let mut slot = self.client.lock().await;
+        let client = connected(&mut slot, &self.url).await?;
+        let sql = format!("SELECT content_key FROM {}", self.table.quoted());
+        let rows = client
+            .query(&sql, &[])
+            .await
+            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        rows.iter()
+            .map(|r| {
+                r.try_get::<_, String>(0)
+                    .map_err(|e| errors::from_pg_plain(&e))
+            })
+            .collect()
+    }
+
+    /// How many rows the table holds.
+    pub async fn count(&self) -> Result<u64, EtlError> {
+        let mut slot = self.client.lock().await;
+        let client = connected(&mut slot, &self.url).await?;
+        let sql = format!("SELECT count(*) FROM {}", self.table.quoted());
+        let row = client
+            .query_one(&sql, &[])
+            .await
+            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        let n: i64 = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// The server-side process id of the current connection (for tests and
+    /// for `pg_stat_activity`); connects first if needed.
+    pub async fn backend_pid(&self) -> Result<i32, EtlError> {
+        let mut slot = self.client.lock().await;
+        let client = connected(&mut slot, &self.url).await?;
+        let row = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
+    }
+}
+
+#[async_trait]
+impl Sink for PostgresSink {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // Every key and canonical form before the database sees any.
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut docs = Vec::with_capacity(rows.len());
+        let mut ids = Vec::with_capacity(rows.len());
+        for row in rows {
+            keys.push(row.content_key()?);
+            docs.push(serde_json::to_string(row).map_err(|e| EtlError::Parse(e.to_string()))?);
+            ids.push(match row {
+                Row::Launches(launch) => launch.id.clone(),
+            });
+        }
+        let sql = format!(
+            "INSERT INTO {} (content_key, row, launch_id) \
+             SELECT k, r::jsonb, i FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(k, r, i) \
+             ON CONFLICT (content_key) DO NOTHING",
+            self.table.quoted()
+        );
+        let mut slot = self.client.lock().await;
+        let client = connected(&mut slot, &self.url).await?;
+        // One statement: atomic on its own, so a process killed mid-batch
+        // leaves nothing of it behind.
+        let inserted = client
+            .execute(&sql, &[&keys, &docs, &ids])
+            .await
+            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
+    }
+}
+
+/// Opens a connection and drives it on a task of its own.
+async fn open(url: &str) -> Result<Client, EtlError> {
+    // Parsed apart from connecting: a malformed URL is permanent, while a
+    // connection that fails is worth another attempt.
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| EtlError::InvalidInput(format!("PostgreSQL URL: {e}")))?;
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| errors::connect(&e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// The live client in `slot`, reconnecting first if the last one was lost.
+async fn connected<'a>(slot: &'a mut Option<Client>, url: &str) -> Result<&'a Client, EtlError> {
+    if slot.as_ref().is_none_or(Client::is_closed) {
+        *slot = Some(open(url).await?);
+    }
+    slot.as_ref().ok_or_else(|| EtlError::Database {
+        sqlstate: None,
+        message: "no connection".into(),
+    })
+}

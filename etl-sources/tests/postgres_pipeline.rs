@@ -1,0 +1,157 @@
+//! `launches --out postgres://...` against a real PostgreSQL server: four
+//! processes loading overlapping pages at once, and runs killed with
+//! SIGKILL then re-run. Opt in with `ETL_PG_URL` and `--include-ignored`
+//! (`.ci/run` does).
+
+use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio_postgres::NoTls;
+
+fn pg_url() -> String {
+    std::env::var("ETL_PG_URL")
+        .expect("ETL_PG_URL is not set: these tests need a PostgreSQL server")
+}
+
+fn launches(url: &str, limit: u32, table: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_launches"));
+    command
+        .args([
+            "--base-url",
+            url,
+            "--limit",
+            &limit.to_string(),
+            "--out",
+            &pg_url(),
+            "--pg-table",
+            table,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn table_rows(table: &str) -> (i64, i64) {
+    let (client, connection) = tokio_postgres::connect(&pg_url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            &format!("SELECT count(*), count(DISTINCT launch_id) FROM \"{table}\""),
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+async fn drop_table(table: &str) {
+    let (client, connection) = tokio_postgres::connect(&pg_url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+        .await
+        .unwrap();
+}
+
+fn new_rows(output: &Output) -> usize {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("done:"))
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    // "done: P pages, R launches read, N new rows written to ..."
+    line.split(", ")
+        .nth(2)
+        .and_then(|part| part.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn four_processes_loading_overlapping_pages_leave_each_row_once() {
+    let table = format!("etl_test_four_{}", std::process::id());
+    drop_table(&table).await;
+    let replay = Replay {
+        delay: Duration::from_millis(5),
+        ..Replay::new(serde_json::from_str(BUNDLED_LAUNCHES).unwrap())
+    };
+    let server = ReplayServer::start(replay).await.unwrap();
+    let url = server.url().to_string();
+
+    // Different page sizes: every process's pages overlap the others'.
+    let runs: Vec<_> = [2, 3, 4, 5]
+        .iter()
+        .map(|&limit| launches(&url, limit, &table).spawn().unwrap())
+        .collect();
+    let mut written = 0;
+    for run in runs {
+        let output = run.wait_with_output().await.unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        written += new_rows(&output);
+    }
+    assert_eq!(
+        table_rows(&table).await,
+        (12, 12),
+        "every launch exactly once"
+    );
+    assert_eq!(
+        written, 12,
+        "the processes' new-row counts add up to the distinct rows"
+    );
+    drop_table(&table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn killed_runs_into_postgres_resume_to_each_row_once() {
+    let table = format!("etl_test_killed_{}", std::process::id());
+    drop_table(&table).await;
+    let replay = Replay {
+        delay: Duration::from_millis(40),
+        ..Replay::new(serde_json::from_str(BUNDLED_LAUNCHES).unwrap())
+    };
+    let server = ReplayServer::start(replay).await.unwrap();
+    let url = server.url().to_string();
+
+    for (pages, extra_ms) in [(1, 0), (2, 13), (3, 37)] {
+        let mut child = launches(&url, 2, &table).spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = 0;
+        while seen < pages {
+            match lines.next_line().await.unwrap() {
+                Some(line) if line.contains("page loaded") => seen += 1,
+                Some(_) => {}
+                None => panic!("the run ended before {pages} pages"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(extra_ms)).await;
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
+    let (before, _) = table_rows(&table).await;
+    assert!(
+        (2..12).contains(&before),
+        "the kills landed mid-run: {before} rows"
+    );
+
+    let output = launches(&url, 2, &table).output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        table_rows(&table).await,
+        (12, 12),
+        "every launch exactly once"
+    );
+    drop_table(&table).await;
+}
