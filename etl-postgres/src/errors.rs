@@ -4,12 +4,23 @@
 use etl_core::EtlError;
 use tokio_postgres::Client;
 
-/// The error of a statement. A connection-level failure (no SQLSTATE: the
-/// socket closed, the server went away) also drops the client, so that the
-/// next call reconnects instead of failing on a dead connection forever.
+/// The error of a statement. One that means the connection is gone (no
+/// SQLSTATE: the socket closed; class 08; 57P01-57P03: the backend was
+/// terminated or the server is shutting down) also drops the client, so
+/// that the next call reconnects instead of failing on a dead connection.
+/// The client may not have noticed the close yet when the error arrives,
+/// so `is_closed` alone is not enough.
 pub fn from_pg(e: tokio_postgres::Error, slot: &mut Option<Client>) -> EtlError {
     let error = from_pg_plain(&e);
-    if matches!(error, EtlError::Database { sqlstate: None, .. }) || e.is_closed() {
+    let connection_gone = match &error {
+        EtlError::Database { sqlstate: None, .. } => true,
+        EtlError::Database {
+            sqlstate: Some(code),
+            ..
+        } => code.starts_with("08") || code.starts_with("57P0"),
+        _ => false,
+    };
+    if connection_gone || e.is_closed() {
         *slot = None;
     }
     error

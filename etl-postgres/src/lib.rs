@@ -32,7 +32,9 @@ mod table;
 use async_trait::async_trait;
 use etl_core::{EtlError, Row, Sink};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+#[cfg(not(feature = "tls"))]
+use tokio_postgres::NoTls;
 
 pub use table::TableName;
 
@@ -166,8 +168,12 @@ async fn open(url: &str) -> Result<Client, EtlError> {
     let config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| EtlError::InvalidInput(format!("PostgreSQL URL: {e}")))?;
+    #[cfg(feature = "tls")]
+    let connector = tls()?;
+    #[cfg(not(feature = "tls"))]
+    let connector = NoTls;
     let (client, connection) = config
-        .connect(NoTls)
+        .connect(connector)
         .await
         .map_err(|e| errors::connect(&e))?;
     tokio::spawn(async move {
@@ -176,6 +182,19 @@ async fn open(url: &str) -> Result<Client, EtlError> {
         }
     });
     Ok(client)
+}
+
+/// The TLS connector: rustls on ring, certificates checked against the
+/// platform's store. Whether TLS is used is the URL's `sslmode` (`prefer`
+/// by default, `require`, `disable`).
+#[cfg(feature = "tls")]
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, EtlError> {
+    use rustls_platform_verifier::ConfigVerifierExt;
+    // Unless the host application installed a provider already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ClientConfig::with_platform_verifier()
+        .map_err(|e| EtlError::InvalidInput(format!("TLS configuration: {e}")))?;
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
 /// The live client in `slot`, reconnecting first if the last one was lost.

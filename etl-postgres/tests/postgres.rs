@@ -231,3 +231,21 @@ async fn unreachable_server_is_transient() {
     assert!(err.is_transient(), "{err}");
     assert!(err.to_string().contains("cannot connect"), "{err}");
 }
+
+/// With the `tls` feature, `sslmode=require` makes the connection use TLS
+/// and check the server's certificate against the platform's store: the
+/// test server's self-signed one (or no TLS at all) is refused.
+#[cfg(feature = "tls")]
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn tls_required_checks_the_servers_certificate() {
+    let base = url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let required = format!("{base}{separator}sslmode=require");
+    let err = PostgresSink::connect(&required, "t").await.unwrap_err();
+    let text = err.to_string().to_lowercase();
+    assert!(
+        text.contains("tls") || text.contains("certificate"),
+        "{err}"
+    );
+}

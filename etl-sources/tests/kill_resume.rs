@@ -2,6 +2,8 @@
 //! then run again: the file ends with every launch exactly once, no torn
 //! line, nothing missing.
 
+mod common;
+
 use etl_core::Row;
 use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
 use std::collections::HashSet;
@@ -9,7 +11,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 fn launches(url: &str, out: &Path) -> Child {
@@ -21,24 +22,6 @@ fn launches(url: &str, out: &Path) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("the launches binary starts")
-}
-
-/// Runs the binary until it has reported `pages` loaded pages, waits
-/// `extra`, then kills it with SIGKILL.
-async fn kill_after(url: &str, out: &Path, pages: usize, extra: Duration) {
-    let mut child = launches(url, out);
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = 0;
-    while seen < pages {
-        match lines.next_line().await.unwrap() {
-            Some(line) if line.contains("page loaded") => seen += 1,
-            Some(_) => {}
-            None => panic!("the run ended before {pages} pages"),
-        }
-    }
-    tokio::time::sleep(extra).await;
-    child.start_kill().unwrap(); // SIGKILL: no destructor, no flush runs
-    child.wait().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,7 +38,7 @@ async fn killed_runs_resume_to_every_launch_exactly_once() {
 
     // Killed mid-fetch, and at moments in between.
     for (pages, extra_ms) in [(1, 0), (2, 17), (1, 39), (4, 5), (3, 41)] {
-        kill_after(&url, &out, pages, Duration::from_millis(extra_ms)).await;
+        common::kill_after(launches(&url, &out), pages, Duration::from_millis(extra_ms)).await;
     }
     let before = std::fs::read_to_string(&out).unwrap().lines().count();
     assert!(

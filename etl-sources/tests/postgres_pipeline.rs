@@ -3,10 +3,11 @@
 //! SIGKILL then re-run. Opt in with `ETL_PG_URL` and `--include-ignored`
 //! (`.ci/run` does).
 
+mod common;
+
 use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
 use std::process::{Output, Stdio};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio_postgres::NoTls;
 
@@ -122,19 +123,8 @@ async fn killed_runs_into_postgres_resume_to_each_row_once() {
     let url = server.url().to_string();
 
     for (pages, extra_ms) in [(1, 0), (2, 13), (3, 37)] {
-        let mut child = launches(&url, 2, &table).spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = 0;
-        while seen < pages {
-            match lines.next_line().await.unwrap() {
-                Some(line) if line.contains("page loaded") => seen += 1,
-                Some(_) => {}
-                None => panic!("the run ended before {pages} pages"),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(extra_ms)).await;
-        child.start_kill().unwrap();
-        child.wait().await.unwrap();
+        let child = launches(&url, 2, &table).spawn().unwrap();
+        common::kill_after(child, pages, Duration::from_millis(extra_ms)).await;
     }
     let (before, _) = table_rows(&table).await;
     assert!(

@@ -231,15 +231,21 @@ async fn malformed_and_junk_bodies_fail_at_once() {
     }
 }
 
-#[tokio::test]
-async fn cross_origin_next_is_refused_before_any_request() {
-    let server = MockServer::start().await;
+/// A server on another origin that fails the test if anything reaches it.
+async fn must_not_be_asked() -> MockServer {
     let elsewhere = MockServer::start().await;
     Mock::given(method("GET"))
         .respond_with(ResponseTemplate::new(200))
         .expect(0)
         .mount(&elsewhere)
         .await;
+    elsewhere
+}
+
+#[tokio::test]
+async fn cross_origin_next_is_refused_before_any_request() {
+    let server = MockServer::start().await;
+    let elsewhere = must_not_be_asked().await;
     let next = format!("{}{LIST}?offset=1", elsewhere.uri());
     Mock::given(path(LIST))
         .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], Some(next.clone()))))
@@ -270,12 +276,7 @@ async fn cross_origin_next_is_refused_before_any_request() {
 #[tokio::test]
 async fn cross_origin_redirect_is_refused() {
     let server = MockServer::start().await;
-    let elsewhere = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(200))
-        .expect(0)
-        .mount(&elsewhere)
-        .await;
+    let elsewhere = must_not_be_asked().await;
     let target = format!("{}{LIST}", elsewhere.uri());
     Mock::given(path(LIST))
         .respond_with(ResponseTemplate::new(302).insert_header("location", target.as_str()))
