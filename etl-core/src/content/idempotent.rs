@@ -93,7 +93,11 @@ impl<S> IdempotentSink<S> {
     /// A string that is not a content key (64 lowercase hex digits) can never
     /// equal one, so it is skipped: remembering it would change nothing.
     pub fn with_seen(inner: S, keys: impl IntoIterator<Item = String>) -> Self {
-        let written = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
+        // Parsed first, then the set built once at its final size (no
+        // rehashing as it grows), as `resume` does.
+        let digests: Vec<Digest> = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
+        let mut written = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
+        written.extend(digests);
         Self::with_keys(inner, written)
     }
 
@@ -254,10 +258,14 @@ impl IdempotentSink<JsonlSink> {
     /// ```
     pub fn resume(path: impl AsRef<Path>) -> Result<Self, EtlError> {
         let file = JsonlSink::open(path)?;
-        let mut written = KeySet::default();
-        for_each_stored_row(file.path(), |digest| {
-            written.insert(digest);
-        })?;
+        // Digests first, set after: hashing the file streams through the
+        // cache, and the set is then built once at its final size instead
+        // of growing (and rehashing) between lines: 0.99 -> 1.27 GB/s
+        // (BENCHMARKS.md, section 5).
+        let mut digests = Vec::new();
+        for_each_stored_row(file.path(), |digest| digests.push(digest))?;
+        let mut written = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
+        written.extend(digests);
         Ok(Self::with_keys(file, written))
     }
 }
