@@ -30,7 +30,7 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::{EtlError, Row, Sink};
+use etl_core::{content_id, EtlError, Row, Sink};
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
 #[cfg(not(feature = "tls"))]
@@ -85,44 +85,51 @@ impl PostgresSink {
     /// The content keys of every row in the table, for
     /// [`etl_core::IdempotentSink::with_seen`].
     pub async fn content_keys(&self) -> Result<Vec<String>, EtlError> {
-        let mut slot = self.client.lock().await;
-        let client = connected(&mut slot, &self.url).await?;
         let sql = format!("SELECT content_key FROM {}", self.table.quoted());
-        let rows = client
-            .query(&sql, &[])
-            .await
-            .map_err(|e| errors::from_pg(e, &mut slot))?;
-        rows.iter()
-            .map(|r| {
-                r.try_get::<_, String>(0)
-                    .map_err(|e| errors::from_pg_plain(&e))
-            })
-            .collect()
+        self.query(&sql).await?.iter().map(get).collect()
     }
 
     /// How many rows the table holds.
     pub async fn count(&self) -> Result<u64, EtlError> {
-        let mut slot = self.client.lock().await;
-        let client = connected(&mut slot, &self.url).await?;
         let sql = format!("SELECT count(*) FROM {}", self.table.quoted());
-        let row = client
-            .query_one(&sql, &[])
-            .await
-            .map_err(|e| errors::from_pg(e, &mut slot))?;
-        let n: i64 = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+        let n: i64 = one(self.query(&sql).await?)?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// The server-side process id of the current connection (for tests and
     /// for `pg_stat_activity`); connects first if needed.
     pub async fn backend_pid(&self) -> Result<i32, EtlError> {
+        one(self.query("SELECT pg_backend_pid()").await?)
+    }
+
+    /// Runs a statement without parameters on the (re)connected client.
+    async fn query(&self, sql: &str) -> Result<Vec<tokio_postgres::Row>, EtlError> {
         let mut slot = self.client.lock().await;
         let client = connected(&mut slot, &self.url).await?;
-        let row = client
-            .query_one("SELECT pg_backend_pid()", &[])
+        client
+            .query(sql, &[])
             .await
-            .map_err(|e| errors::from_pg(e, &mut slot))?;
-        row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
+            .map_err(|e| errors::from_pg(e, &mut slot))
+    }
+}
+
+/// The first column of a result row.
+fn get<T: for<'a> tokio_postgres::types::FromSql<'a>>(
+    row: &tokio_postgres::Row,
+) -> Result<T, EtlError> {
+    row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
+}
+
+/// The first column of the only result row.
+fn one<T: for<'a> tokio_postgres::types::FromSql<'a>>(
+    rows: Vec<tokio_postgres::Row>,
+) -> Result<T, EtlError> {
+    match rows.first() {
+        Some(row) => get(row),
+        None => Err(EtlError::Database {
+            sqlstate: None,
+            message: "the query returned no row".into(),
+        }),
     }
 }
 
@@ -132,13 +139,18 @@ impl Sink for PostgresSink {
         if rows.is_empty() {
             return Ok(0);
         }
-        // Every key and canonical form before the database sees any.
+        // Every key and canonical form before the database sees any. Each
+        // row is serialised once: its key is the hash of that same text
+        // (exactly what `Row::content_key` computes).
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
         let mut ids = Vec::with_capacity(rows.len());
         for row in rows {
-            keys.push(row.content_key()?);
-            docs.push(serde_json::to_string(row).map_err(|e| EtlError::Parse(e.to_string()))?);
+            let doc = serde_json::to_string(row).map_err(|e| {
+                EtlError::Parse(format!("row cannot be serialised for PostgreSQL: {e}"))
+            })?;
+            keys.push(content_id("row", &doc));
+            docs.push(doc);
             ids.push(match row {
                 Row::Launches(launch) => launch.id.clone(),
             });
