@@ -74,6 +74,14 @@ pub struct IdempotentSink<S> {
 /// SipHash's cost on 32-byte keys.
 type KeySet = HashSet<Digest, foldhash::fast::RandomState>;
 
+/// A set holding `digests`, built once at its final size: no rehashing as
+/// it grows.
+fn key_set(digests: Vec<Digest>) -> KeySet {
+    let mut set = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
+    set.extend(digests);
+    set
+}
+
 struct Keys {
     /// Keys whose rows the inner sink wrote.
     written: KeySet,
@@ -93,12 +101,8 @@ impl<S> IdempotentSink<S> {
     /// A string that is not a content key (64 lowercase hex digits) can never
     /// equal one, so it is skipped: remembering it would change nothing.
     pub fn with_seen(inner: S, keys: impl IntoIterator<Item = String>) -> Self {
-        // Parsed first, then the set built once at its final size (no
-        // rehashing as it grows), as `resume` does.
-        let digests: Vec<Digest> = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
-        let mut written = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
-        written.extend(digests);
-        Self::with_keys(inner, written)
+        let digests = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
+        Self::with_keys(inner, key_set(digests))
     }
 
     fn with_keys(inner: S, written: KeySet) -> Self {
@@ -259,14 +263,11 @@ impl IdempotentSink<JsonlSink> {
     pub fn resume(path: impl AsRef<Path>) -> Result<Self, EtlError> {
         let file = JsonlSink::open(path)?;
         // Digests first, set after: hashing the file streams through the
-        // cache, and the set is then built once at its final size instead
-        // of growing (and rehashing) between lines: 0.99 -> 1.27 GB/s
-        // (BENCHMARKS.md, section 5).
+        // cache instead of alternating with random writes into a growing
+        // table (0.99 -> 1.27 GB/s, BENCHMARKS.md section 5).
         let mut digests = Vec::new();
         for_each_stored_row(file.path(), |digest| digests.push(digest))?;
-        let mut written = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
-        written.extend(digests);
-        Ok(Self::with_keys(file, written))
+        Ok(Self::with_keys(file, key_set(digests)))
     }
 }
 
