@@ -91,36 +91,41 @@ async fn launches(args: Args) -> Result<(), String> {
     };
     let mut source = SpaceDevsSource::new(&base_url, options).map_err(|e| e.to_string())?;
     let out = args.out.to_string_lossy();
-    if out.starts_with("postgres://") || out.starts_with("postgresql://") {
-        // The database keeps each row once, whoever else loads into it; the
-        // keys it holds let this run skip known rows before sending them.
-        let store = PostgresSink::connect(&out, &args.pg_table)
-            .await
-            .map_err(|e| e.to_string())?;
-        let keys = store.content_keys().await.map_err(|e| e.to_string())?;
-        tracing::info!(table = %args.pg_table, rows = keys.len(), "PostgreSQL output opened");
-        let sink = IdempotentSink::with_seen(store, keys);
-        let summary = pipeline::run(&mut source, &sink, args.max_pages)
-            .await
-            .map_err(|e| e.to_string())?;
-        let total = sink.inner().count().await.map_err(|e| e.to_string())?;
-        println!(
-            "done: {} pages, {} launches read, {} new rows written to PostgreSQL table {} ({total} rows in all)",
-            summary.pages, summary.rows, summary.new_rows, args.pg_table
-        );
-    } else {
-        let sink = pipeline::open_output(&args.out).map_err(|e| e.to_string())?;
-        let summary = pipeline::run(&mut source, &sink, args.max_pages)
-            .await
-            .map_err(|e| e.to_string())?;
-        println!(
-            "done: {} pages, {} launches read, {} new rows written to {} ({} rows in all)",
-            summary.pages,
-            summary.rows,
-            summary.new_rows,
-            args.out.display(),
-            sink.seen_count()
-        );
-    }
+    // Each output yields the run's summary, where it went, and the rows it
+    // holds now; the line printed is the same.
+    let (summary, place, total) =
+        if out.starts_with("postgres://") || out.starts_with("postgresql://") {
+            // The database keeps each row once, whoever else loads into it; the
+            // keys it holds let this run skip known rows before sending them.
+            let store = PostgresSink::connect(&out, &args.pg_table)
+                .await
+                .map_err(|e| e.to_string())?;
+            let keys = store.content_keys().await.map_err(|e| e.to_string())?;
+            tracing::info!(table = %args.pg_table, rows = keys.len(), "PostgreSQL output opened");
+            let sink = IdempotentSink::with_seen(store, keys);
+            let summary = pipeline::run(&mut source, &sink, args.max_pages)
+                .await
+                .map_err(|e| e.to_string())?;
+            let total = sink.inner().count().await.map_err(|e| e.to_string())?;
+            (
+                summary,
+                format!("PostgreSQL table {}", args.pg_table),
+                total,
+            )
+        } else {
+            let sink = pipeline::open_output(&args.out).map_err(|e| e.to_string())?;
+            let summary = pipeline::run(&mut source, &sink, args.max_pages)
+                .await
+                .map_err(|e| e.to_string())?;
+            (
+                summary,
+                args.out.display().to_string(),
+                sink.seen_count() as u64,
+            )
+        };
+    println!(
+        "done: {} pages, {} launches read, {} new rows written to {place} ({total} rows in all)",
+        summary.pages, summary.rows, summary.new_rows
+    );
     Ok(())
 }
