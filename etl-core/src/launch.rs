@@ -4,10 +4,26 @@
 //! The nested structs mirror the API's own nesting, so a `Launch` serialises
 //! to a (smaller) launch object of the same shape and reads back to an equal
 //! value. Fields that changed type between API versions are read both ways:
-//! `image` (2.2.0: URL string; 2.3.0: object with `image_url`) and the pad's
-//! `latitude`/`longitude` (2.2.0: decimal string; 2.3.0: number).
+//! `image` (2.2.0: URL string; 2.3.0: object with `image_url`), the pad's
+//! `latitude`/`longitude` (2.2.0: decimal string; 2.3.0: number), the
+//! provider's `type` (2.2.0: `"Commercial"`; 2.3.0: `{"id": 3, "name":
+//! "Commercial"}`), the rocket family (2.2.0: `family`; 2.3.0: `families`)
+//! and the location's country (2.2.0: `country_code`; 2.3.0: `country`).
+//! The same fact read from either version gives the same value, so a launch
+//! keeps its content key when a pipeline moves from 2.2.0 to 2.3.0.
+//!
+//! # Modes
+//! - `mode=normal` (the default) and `mode=detailed` (a superset of normal)
+//!   read in full.
+//! - `mode=list` sends fewer fields, and some nested objects as a bare name
+//!   (2.2.0's `pad` and `location` are strings there): a nested object sent
+//!   as a string is read as one holding only that `name`, and a field the
+//!   mode leaves out is `None`. Such launches hash differently from the same
+//!   launch read in normal mode, so keep one mode per output.
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
 
 /// One launch, as Launch Library 2 describes it, narrowed to the fields kept.
 ///
@@ -55,16 +71,16 @@ pub struct Launch {
     #[serde(default)]
     pub probability: Option<i32>,
     /// The agency or company that provides the launch.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_name")]
     pub launch_service_provider: Option<Agency>,
     /// The vehicle.
     #[serde(default)]
     pub rocket: Option<Rocket>,
     /// What is launched, and where to.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_name")]
     pub mission: Option<Mission>,
     /// Where it launches from.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_name")]
     pub pad: Option<Pad>,
     /// URL of the launch's image (2.3.0's image object collapsed to its URL).
     #[serde(default, deserialize_with = "image_url")]
@@ -94,8 +110,9 @@ pub struct Agency {
     pub id: Option<u64>,
     /// Name, e.g. "SpaceX".
     pub name: Option<String>,
-    /// "Commercial", "Government", ...
-    #[serde(rename = "type")]
+    /// "Commercial", "Government", ... (2.3.0's `{"id", "name"}` object is
+    /// read as its `name`).
+    #[serde(rename = "type", deserialize_with = "name_of")]
     pub kind: Option<String>,
 }
 
@@ -111,7 +128,7 @@ pub struct Rocket {
 
 /// A launcher configuration, e.g. "Falcon 9 Block 5".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, from = "ConfigurationWire")]
 pub struct RocketConfiguration {
     /// The API's configuration id.
     pub id: Option<u64>,
@@ -119,7 +136,11 @@ pub struct RocketConfiguration {
     pub name: Option<String>,
     /// Full name, e.g. "Falcon 9 Block 5".
     pub full_name: Option<String>,
-    /// Family, e.g. "Falcon".
+    /// The family the vehicle belongs to, e.g. "Falcon": 2.2.0's `family`,
+    /// or the first (broadest) entry of 2.3.0's `families` list (which for a
+    /// Falcon 9 reads `["Falcon", "Falcon 9"]`, while 2.2.0 says `"Falcon"`).
+    /// No family is `Some("")`, as 2.2.0 sends it (`""`) and as 2.3.0's
+    /// empty list `[]` is read: outputs written from 2.2.0 keep their keys.
     pub family: Option<String>,
     /// Variant, e.g. "Block 5".
     pub variant: Option<String>,
@@ -174,13 +195,14 @@ pub struct Pad {
 
 /// A launch site.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, from = "LocationWire")]
 pub struct Location {
     /// The API's location id.
     pub id: Option<u64>,
     /// Name, e.g. "Vandenberg SFB, CA, USA".
     pub name: Option<String>,
-    /// ISO 3166 alpha-3 country code.
+    /// ISO 3166 alpha-3 country code: 2.2.0's `country_code`, or 2.3.0's
+    /// `country.alpha_3_code`.
     pub country_code: Option<String>,
 }
 
@@ -218,6 +240,140 @@ fn image_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
         Some(Wire::Url(url)) => Some(url),
         Some(Wire::Object { image_url }) => image_url,
     })
+}
+
+/// What 2.2.0 and 2.3.0 send for a launcher configuration.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ConfigurationWire {
+    id: Option<u64>,
+    name: Option<String>,
+    full_name: Option<String>,
+    family: Option<String>,
+    families: Option<Vec<Named>>,
+    variant: Option<String>,
+}
+
+impl From<ConfigurationWire> for RocketConfiguration {
+    fn from(w: ConfigurationWire) -> Self {
+        // 2.3.0's `[]` reads as 2.2.0's `""`, so both versions (and every
+        // output written from 2.2.0) agree on the key of a family-less rocket.
+        let family = w.family.or_else(|| {
+            w.families.map(|f| {
+                f.into_iter()
+                    .next()
+                    .and_then(|n| n.name)
+                    .unwrap_or_default()
+            })
+        });
+        RocketConfiguration {
+            id: w.id,
+            name: w.name,
+            full_name: w.full_name,
+            family,
+            variant: w.variant,
+        }
+    }
+}
+
+/// What 2.2.0 and 2.3.0 send for a location.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct LocationWire {
+    id: Option<u64>,
+    name: Option<String>,
+    country_code: Option<String>,
+    country: Option<Country>,
+}
+
+/// 2.3.0's country object; only its alpha-3 code is kept.
+#[derive(Deserialize)]
+struct Country {
+    alpha_3_code: Option<String>,
+}
+
+impl From<LocationWire> for Location {
+    fn from(w: LocationWire) -> Self {
+        Location {
+            id: w.id,
+            name: w.name,
+            country_code: w
+                .country_code
+                .or_else(|| w.country.and_then(|c| c.alpha_3_code)),
+        }
+    }
+}
+
+/// An `{id, name}` object of 2.3.0 (agency type, rocket family).
+#[derive(Deserialize)]
+struct Named {
+    name: Option<String>,
+}
+
+/// A nested object that may also arrive as its bare name.
+trait FromName {
+    fn from_name(name: String) -> Self;
+}
+
+impl FromName for Named {
+    fn from_name(name: String) -> Self {
+        Named { name: Some(name) }
+    }
+}
+
+macro_rules! from_name {
+    ($($ty:ty),*) => {$(
+        impl FromName for $ty {
+            fn from_name(name: String) -> Self {
+                Self { name: Some(name), ..Default::default() }
+            }
+        }
+    )*};
+}
+from_name!(Agency, Mission, Pad);
+
+/// `"Commercial"` (2.2.0) or `{"id": 3, "name": "Commercial"}` (2.3.0).
+fn name_of<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(object_or_name::<D, Named>(d)?.and_then(|n| n.name))
+}
+
+/// A nested object, or (`mode=list`) just its name. A visitor rather than an
+/// untagged enum: the object's own errors (a bad coordinate, say) come out as
+/// they are, with their field path, instead of "did not match any variant".
+fn object_or_name<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + FromName,
+{
+    struct Visit<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de> + FromName> Visitor<'de> for Visit<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object, a name string or null")
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+            Ok(Some(T::from_name(name.to_owned())))
+        }
+        fn visit_string<E: de::Error>(self, name: String) -> Result<Self::Value, E> {
+            Ok(Some(T::from_name(name)))
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+
+    d.deserialize_option(Visit(std::marker::PhantomData))
 }
 
 #[cfg(test)]
