@@ -78,6 +78,18 @@ pub enum EtlError {
         message: String,
     },
 
+    /// The server throttled us and asked for a longer wait than the caller
+    /// allows (a ceiling such as `launches --max-retry-after`). Permanent:
+    /// ending the run beats sleeping past what the caller can afford; what
+    /// was loaded before stays loaded.
+    #[error("rate limited: the server asked to wait {retry_after_secs} s, longer than the {ceiling_secs} s allowed")]
+    RetryAfterTooLong {
+        /// Seconds the server asked us to wait.
+        retry_after_secs: u64,
+        /// The longest wait the caller allows, in seconds.
+        ceiling_secs: u64,
+    },
+
     /// A request was not sent because it would break a safety rule, such as
     /// following a link or redirect to another origin (named in the
     /// message). Permanent.
@@ -114,7 +126,10 @@ impl EtlError {
                         || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
                 }
             },
-            EtlError::Parse(_) | EtlError::InvalidInput(_) | EtlError::Refused(_) => false,
+            EtlError::Parse(_)
+            | EtlError::InvalidInput(_)
+            | EtlError::Refused(_)
+            | EtlError::RetryAfterTooLong { .. } => false,
         }
     }
 
@@ -155,6 +170,12 @@ mod tests {
         assert!(!EtlError::Parse("x".into()).is_transient());
         assert!(!EtlError::InvalidInput("x".into()).is_transient());
         assert!(!EtlError::Refused("x".into()).is_transient());
+        let too_long = EtlError::RetryAfterTooLong {
+            retry_after_secs: 2429,
+            ceiling_secs: 600,
+        };
+        assert!(!too_long.is_transient());
+        assert!(too_long.to_string().contains("2429 s"), "{too_long}");
         for status in [408, 429, 500, 502, 503, 599] {
             let e = EtlError::Http {
                 status,

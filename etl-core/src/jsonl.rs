@@ -55,16 +55,7 @@ impl JsonlSink {
     /// last line (one with no `\n`, left by a crash) off an existing file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, EtlError> {
         let path = path.as_ref().to_path_buf();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(|e| io_error(&path, "open", e))?;
-        let cut = repair_torn_tail(&mut file).map_err(|e| io_error(&path, "repair", e))?;
-        if cut > 0 {
-            tracing::warn!(path = %path.display(), bytes = cut, "cut a torn last line left by an interrupted write");
-        }
+        let file = open_append(&path)?;
         Ok(JsonlSink {
             path,
             file: Mutex::new(file),
@@ -118,6 +109,7 @@ pub(crate) fn for_each_stored_row(
     // A line that straddles two reads is gathered here; every other line is
     // hashed where it lies in the read buffer, without a copy.
     let mut partial: Vec<u8> = Vec::new();
+    let mut number = 0u64;
     loop {
         let buf = reader.fill_buf().map_err(|e| io_error(path, "read", e))?;
         if buf.is_empty() {
@@ -132,7 +124,11 @@ pub(crate) fn for_each_stored_row(
                 partial.extend_from_slice(&rest[..end]);
                 &partial[..]
             };
+            number += 1;
             if !line.is_empty() {
+                if !is_json_shaped(line) {
+                    tracing::warn!(path = %path.display(), line = number, "a line of the output is not a row (hand-edited or corrupted?); left as it is");
+                }
                 each(digest(ROW_KIND, line));
             }
             partial.clear();
@@ -141,6 +137,22 @@ pub(crate) fn for_each_stored_row(
         partial.extend_from_slice(rest);
         let consumed = buf.len();
         reader.consume(consumed);
+    }
+}
+
+/// Whether `line` has the outline of one JSON value as `serde_json` writes
+/// it: `{...}`, `[...]`, `"..."` or a bare scalar. A full parse would halve
+/// the speed of a resume; the outline catches hand-edited garbage and a
+/// line cut short in the middle of a file.
+fn is_json_shaped(line: &[u8]) -> bool {
+    match (line.first(), line.last()) {
+        (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']')) => true,
+        (Some(b'"'), Some(b'"')) => line.len() >= 2,
+        _ => {
+            line.iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b))
+                && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+        }
     }
 }
 
@@ -170,7 +182,48 @@ fn repair_torn_tail(file: &mut File) -> std::io::Result<u64> {
     Ok(len)
 }
 
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> EtlError {
+/// Appends `batch` (whole lines) to `file` with one `write_all`, then
+/// `sync_data` if `sync`. A write that fails half-way is cut back to where
+/// the batch began, so the file never keeps part of it; if even that fails,
+/// the next [`open_append`] cuts the torn line.
+pub(crate) fn append(
+    file: &mut File,
+    path: &Path,
+    batch: &[u8],
+    sync: bool,
+) -> Result<(), EtlError> {
+    let before = file
+        .metadata()
+        .map_err(|e| io_error(path, "stat", e))?
+        .len();
+    let written = file
+        .write_all(batch)
+        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+    if let Err(e) = written {
+        let _ = file.set_len(before);
+        return Err(io_error(path, "write", e));
+    }
+    Ok(())
+}
+
+/// Opens `path` for appending, creating it if missing, and cuts a torn last
+/// line (one with no `\n`, left by a crash) so the next append cannot glue
+/// onto it.
+pub(crate) fn open_append(path: &Path) -> Result<File, EtlError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| io_error(path, "open", e))?;
+    let cut = repair_torn_tail(&mut file).map_err(|e| io_error(path, "repair", e))?;
+    if cut > 0 {
+        tracing::warn!(path = %path.display(), bytes = cut, "cut a torn last line left by an interrupted write");
+    }
+    Ok(file)
+}
+
+pub(crate) fn io_error(path: &Path, what: &str, e: std::io::Error) -> EtlError {
     EtlError::Io(std::io::Error::new(
         e.kind(),
         format!("{what} {}: {e}", path.display()),
@@ -190,19 +243,7 @@ impl Sink for JsonlSink {
             batch.push(b'\n');
         }
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = file
-            .metadata()
-            .map_err(|e| io_error(&self.path, "stat", e))?
-            .len();
-        let written =
-            file.write_all(&batch)
-                .and_then(|()| if self.sync { file.sync_data() } else { Ok(()) });
-        if let Err(e) = written {
-            // Never leave part of a batch behind: cut back to where it began.
-            // If even that fails, `open` cuts the torn line on the next run.
-            let _ = file.set_len(before);
-            return Err(io_error(&self.path, "write", e));
-        }
+        append(&mut file, &self.path, &batch, self.sync)?;
         Ok(rows.len())
     }
 }
@@ -252,6 +293,21 @@ mod tests {
         sink.load(&[row("c")]).await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, good + &line(&row("c")));
+    }
+
+    #[test]
+    fn a_garbage_line_in_the_middle_is_reported_with_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let good = line(&row("a"));
+        std::fs::write(&path, format!("{good}not a row\n{good}")).unwrap();
+        let warnings = crate::test_log::capture(|| read_content_keys(&path).unwrap());
+        assert_eq!(warnings.1.len(), 1, "{:?}", warnings.1);
+        assert!(warnings.1[0].contains("line=2"), "{}", warnings.1[0]);
+        // Kept, and still counted: the file is left as it is.
+        assert_eq!(warnings.0.len(), 3);
+        assert!(is_json_shaped(b"12.5") && is_json_shaped(b"null") && is_json_shaped(b"[1]"));
+        assert!(!is_json_shaped(b"{\"Launches\":{\"id") && !is_json_shaped(b"\""));
     }
 
     #[test]

@@ -42,9 +42,12 @@ pub mod content;
 mod error;
 mod jsonl;
 mod launch;
+mod reject;
 pub mod retry;
 mod row;
 mod sink;
+#[cfg(test)]
+mod test_log;
 
 pub use content::{content_id, IdempotentSink};
 pub use retry::{with_retry, RetryPolicy};
@@ -54,6 +57,7 @@ pub use jsonl::{read_content_keys, JsonlSink};
 pub use launch::{
     Agency, Launch, Location, Mission, Orbit, Pad, Rocket, RocketConfiguration, Status,
 };
+pub use reject::{JsonlRejects, Reject, RejectSink};
 pub use row::Row;
 pub use sink::Sink;
 
