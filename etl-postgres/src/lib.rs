@@ -30,7 +30,8 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::{content_id, EtlError, Row, Sink};
+use etl_core::{content_id, EtlError, Reject, RejectSink, Row, Sink};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
 #[cfg(not(feature = "tls"))]
@@ -47,10 +48,15 @@ pub use table::TableName;
 /// writer just inserted, are skipped. A lost connection is a transient
 /// error, and the next `load` reconnects, so `with_retry` or `#[retry]` can
 /// retry the batch; a constraint or type error is permanent.
+///
+/// It is a [`RejectSink`] too: rejects go to the table `<table>_rejects`
+/// (`reject_key text PRIMARY KEY, raw text, error text, source text,
+/// rejected_at timestamptz`), created on the first reject, each entry once.
 pub struct PostgresSink {
     url: String,
     table: TableName,
     client: Mutex<Option<Client>>,
+    rejects_table_ready: AtomicBool,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -74,6 +80,7 @@ impl PostgresSink {
             url: url.to_string(),
             table,
             client: Mutex::new(Some(client)),
+            rejects_table_ready: AtomicBool::new(false),
         })
     }
 
@@ -87,6 +94,20 @@ impl PostgresSink {
     pub async fn content_keys(&self) -> Result<Vec<String>, EtlError> {
         let sql = format!("SELECT content_key FROM {}", self.table.quoted());
         self.query(&sql).await?.iter().map(get).collect()
+    }
+
+    /// How many rejects `<table>_rejects` holds (0 before the first).
+    pub async fn rejects_count(&self) -> Result<u64, EtlError> {
+        let rejects = self.table.rejects()?;
+        // The table is created on the first reject: ask whether it exists
+        // before counting, since a count of a missing table fails to plan.
+        let exists = format!("SELECT to_regclass('{}') IS NOT NULL", rejects.quoted());
+        if !one::<bool>(self.query(&exists).await?)? {
+            return Ok(0);
+        }
+        let count = format!("SELECT count(*) FROM {}", rejects.quoted());
+        let n: i64 = one(self.query(&count).await?)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// How many rows the table holds.
@@ -167,6 +188,46 @@ impl Sink for PostgresSink {
         // leaves nothing of it behind.
         let inserted = client
             .execute(&sql, &[&keys, &docs, &ids])
+            .await
+            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
+    }
+}
+
+#[async_trait]
+impl RejectSink for PostgresSink {
+    async fn reject(&self, rejects: &[Reject]) -> Result<usize, EtlError> {
+        if rejects.is_empty() {
+            return Ok(0);
+        }
+        let table = self.table.rejects()?;
+        let mut keys = Vec::with_capacity(rejects.len());
+        let mut raws = Vec::with_capacity(rejects.len());
+        let mut errs = Vec::with_capacity(rejects.len());
+        let mut sources = Vec::with_capacity(rejects.len());
+        for r in rejects {
+            keys.push(r.key());
+            raws.push(r.raw.get());
+            errs.push(r.error.as_str());
+            sources.push(r.source.as_str());
+        }
+        let mut slot = self.client.lock().await;
+        let client = connected(&mut slot, &self.url).await?;
+        if !self.rejects_table_ready.load(Ordering::Acquire) {
+            table::create_rejects(client, &table).await?;
+            self.rejects_table_ready.store(true, Ordering::Release);
+        }
+        // DISTINCT ON: a batch holding one entry twice inserts it once
+        // (ON CONFLICT cannot see a row the same statement inserts).
+        let sql = format!(
+            "INSERT INTO {} (reject_key, raw, error, source) \
+             SELECT DISTINCT ON (k) k, r, e, s \
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[]) AS u(k, r, e, s) \
+             ON CONFLICT (reject_key) DO NOTHING",
+            table.quoted()
+        );
+        let inserted = client
+            .execute(&sql, &[&keys, &raws, &errs, &sources])
             .await
             .map_err(|e| errors::from_pg(e, &mut slot))?;
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX))

@@ -32,25 +32,61 @@ impl TableName {
         &self.0
     }
 
+    /// The table beside this one that keeps its rejects: `<name>_rejects`
+    /// (`InvalidInput` when that is longer than 63 bytes).
+    pub fn rejects(&self) -> Result<TableName, EtlError> {
+        TableName::new(&format!("{}_rejects", self.0))
+    }
+
     /// The name quoted for SQL.
     pub fn quoted(&self) -> String {
         format!("\"{}\"", self.0)
     }
 }
 
+/// The rows table: `content_key text PRIMARY KEY, row jsonb, launch_id
+/// text, loaded_at timestamptz`, created if missing.
+pub async fn create(client: &Client, table: &TableName) -> Result<(), EtlError> {
+    create_if_missing(
+        client,
+        table,
+        "content_key text PRIMARY KEY,
+         row jsonb NOT NULL,
+         launch_id text,
+         loaded_at timestamptz NOT NULL DEFAULT now()",
+    )
+    .await
+}
+
+/// The rejects table: `reject_key text PRIMARY KEY, raw text, error text,
+/// source text, rejected_at timestamptz`, created if missing. `raw` is text,
+/// not jsonb, to keep the entry byte for byte as the source sent it
+/// (`raw::jsonb` reads it as JSON).
+pub async fn create_rejects(client: &Client, table: &TableName) -> Result<(), EtlError> {
+    create_if_missing(
+        client,
+        table,
+        "reject_key text PRIMARY KEY,
+         raw text NOT NULL,
+         error text NOT NULL,
+         source text NOT NULL,
+         rejected_at timestamptz NOT NULL DEFAULT now()",
+    )
+    .await
+}
+
 /// `CREATE TABLE IF NOT EXISTS`, under a transaction-scoped advisory lock:
 /// two processes creating the same table at once would otherwise race on
 /// the catalog and one would fail with a unique violation.
-pub async fn create(client: &Client, table: &TableName) -> Result<(), EtlError> {
+async fn create_if_missing(
+    client: &Client,
+    table: &TableName,
+    columns: &str,
+) -> Result<(), EtlError> {
     let sql = format!(
         "BEGIN;
          SELECT pg_advisory_xact_lock(hashtext('etl_postgres.create.' || '{name}'));
-         CREATE TABLE IF NOT EXISTS {quoted} (
-             content_key text PRIMARY KEY,
-             row jsonb NOT NULL,
-             launch_id text,
-             loaded_at timestamptz NOT NULL DEFAULT now()
-         );
+         CREATE TABLE IF NOT EXISTS {quoted} ({columns});
          COMMIT;",
         name = table.as_str(),
         quoted = table.quoted()
@@ -85,5 +121,8 @@ mod tests {
             assert!(matches!(e, EtlError::InvalidInput(_)), "{bad}: {e}");
         }
         assert_eq!(TableName::new("t").unwrap().quoted(), "\"t\"");
+        let t = TableName::new("launches").unwrap();
+        assert_eq!(t.rejects().unwrap().as_str(), "launches_rejects");
+        assert!(TableName::new(&"a".repeat(60)).unwrap().rejects().is_err());
     }
 }
