@@ -3,7 +3,8 @@
 //! - [`SpaceDevsSource`]: a paginated Launch Library 2 (The Space Devs)
 //!   list endpoint whose page fetch is a `#[retry]` fn;
 //! - [`pipeline`]: source -> [`etl_core::IdempotentSink`] ->
-//!   [`etl_core::JsonlSink`], resumable and safe to kill;
+//!   [`etl_core::JsonlSink`], resumable and safe to kill, with entries that
+//!   do not read kept in a rejects file ([`etl_core::JsonlRejects`]);
 //! - [`replay`]: an in-process LL2-shaped server on 127.0.0.1, which the
 //!   binary serves its bundled dataset from when run offline.
 //!
@@ -13,12 +14,15 @@
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut source = SpaceDevsSource::new(
-//!     "https://ll.thespacedevs.com/2.2.0/launch/upcoming/",
+//!     "https://ll.thespacedevs.com/2.3.0/launches/upcoming/",
 //!     SourceOptions::default(),
 //! )?;
-//! let sink = pipeline::open_output("launches.jsonl".as_ref())?;
-//! let summary = pipeline::run(&mut source, &sink, Some(3)).await?;
-//! println!("{} new rows", summary.new_rows);
+//! let out = std::path::Path::new("launches.jsonl");
+//! let sink = pipeline::open_output(out)?;
+//! // Entries that do not read as launches: kept, each once, never lost.
+//! let rejects = pipeline::open_rejects(&pipeline::rejects_path(out))?;
+//! let summary = pipeline::run(&mut source, &sink, &rejects, Some(3)).await?;
+//! println!("{} new rows, {} rejected", summary.new_rows, summary.rejected);
 //! # Ok(())
 //! # }
 //! ```
@@ -30,4 +34,4 @@ pub mod replay;
 mod source;
 pub mod wire;
 
-pub use source::{SourceOptions, SpaceDevsSource};
+pub use source::{PageRead, SourceOptions, SpaceDevsSource};

@@ -1,9 +1,11 @@
 //! The pipeline: source pages -> [`IdempotentSink`] -> [`JsonlSink`] -> file,
 //! resumable and safe to kill at any moment.
 
-use etl_core::{with_retry, EtlError, IdempotentSink, JsonlSink, RetryPolicy, Sink};
+use etl_core::{
+    with_retry, EtlError, IdempotentSink, JsonlRejects, JsonlSink, RejectSink, RetryPolicy, Sink,
+};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::SpaceDevsSource;
 
@@ -16,6 +18,10 @@ pub struct Summary {
     pub rows: usize,
     /// Rows written: new, or changed since an earlier run.
     pub new_rows: usize,
+    /// Entries that did not read as rows (each kept in the rejects sink).
+    pub rejected: usize,
+    /// Rejected entries the rejects sink did not hold before this run.
+    pub new_rejects: usize,
 }
 
 /// A run that stopped on an error, with what it did before: every row of
@@ -53,36 +59,75 @@ pub fn open_output(path: &Path) -> Result<IdempotentSink<JsonlSink>, EtlError> {
     Ok(sink)
 }
 
+/// Where the rejects of the JSONL output `out` go by default:
+/// `<out stem>.rejects.jsonl` beside it (`launches.jsonl` ->
+/// `launches.rejects.jsonl`).
+///
+/// ```
+/// use etl_sources::pipeline::rejects_path;
+/// use std::path::Path;
+///
+/// assert_eq!(rejects_path(Path::new("data/launches.jsonl")), Path::new("data/launches.rejects.jsonl"));
+/// assert_eq!(rejects_path(Path::new("out")), Path::new("out.rejects.jsonl"));
+/// ```
+pub fn rejects_path(out: &Path) -> PathBuf {
+    let stem = out.file_stem().unwrap_or(out.as_os_str());
+    let mut name = stem.to_os_string();
+    name.push(".rejects.jsonl");
+    out.with_file_name(name)
+}
+
+/// Opens (or creates) the rejects file at `path`, remembering the entries it
+/// holds so that a re-run meeting them again appends nothing.
+pub fn open_rejects(path: &Path) -> Result<JsonlRejects, EtlError> {
+    let rejects = JsonlRejects::open(path)?;
+    tracing::info!(path = %path.display(), rejects = rejects.len(), "rejects file opened");
+    Ok(rejects)
+}
+
 /// Reads `source` page by page (at most `max_pages`) and loads each page
-/// into `sink` before fetching the next, so a failure, or a kill, loses no
-/// page that was already read; a transient sink failure is retried with
-/// `RetryPolicy::default()`. One `info` event per page.
-pub async fn run<S: Sink>(
+/// into `sink`, and its unreadable entries into `rejects`, before fetching
+/// the next, so a failure, or a kill, loses no page that was already read.
+/// A transient sink failure is retried with `RetryPolicy::default()`. One
+/// `info` event per page.
+pub async fn run<S: Sink, R: RejectSink>(
     source: &mut SpaceDevsSource,
     sink: &S,
+    rejects: &R,
     max_pages: Option<u32>,
 ) -> Result<Summary, RunError> {
     let mut done = Summary::default();
     while max_pages.is_none_or(|max| done.pages < max) {
-        let rows = match source.next_page().await {
-            Ok(Some(rows)) => rows,
+        let page = match source.next_page().await {
+            Ok(Some(page)) => page,
             Ok(None) => break,
             Err(error) => return Err(RunError { done, error }),
         };
         // A sink's transient failure (a lost database connection, say) is
         // retried; an IdempotentSink gives back the keys of a failed write,
         // so the retry writes them.
-        let new_rows = match with_retry(RetryPolicy::default(), || sink.load(&rows)).await {
+        let new_rows = match with_retry(RetryPolicy::default(), || sink.load(&page.rows)).await {
             Ok(n) => n,
             Err(error) => return Err(RunError { done, error }),
         };
+        let new_rejects = if page.rejects.is_empty() {
+            0
+        } else {
+            match with_retry(RetryPolicy::default(), || rejects.reject(&page.rejects)).await {
+                Ok(n) => n,
+                Err(error) => return Err(RunError { done, error }),
+            }
+        };
         done.pages += 1;
-        done.rows += rows.len();
+        done.rows += page.rows.len();
         done.new_rows += new_rows;
+        done.rejected += page.rejects.len();
+        done.new_rejects += new_rejects;
         tracing::info!(
             page = done.pages,
-            rows = rows.len(),
+            rows = page.rows.len(),
             new = new_rows,
+            rejected = page.rejects.len(),
             "page loaded"
         );
     }

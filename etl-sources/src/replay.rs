@@ -27,6 +27,11 @@ use url::Url;
 /// vehicles and pads; every field the API sends, most of them kept).
 pub const BUNDLED_LAUNCHES: &str = include_str!("../data/upcoming-2.2.0.json");
 
+/// The same 12 launches in Launch Library 2.3.0's shape (agency type and
+/// image objects, numeric coordinates, `families`, country objects): what
+/// `launches` serves offline. They read to the same rows as the 2.2.0 ones.
+pub const BUNDLED_LAUNCHES_2_3_0: &str = include_str!("../data/upcoming-2.3.0.json");
+
 /// What a [`ReplayServer`] serves.
 #[derive(Clone, Debug)]
 pub struct Replay {
@@ -60,9 +65,21 @@ impl Replay {
         }
     }
 
-    /// The bundled dataset, with a 429 (Retry-After: 1) on page 2 and a 503
-    /// on page 3: what `launches` serves itself offline.
+    /// The bundled dataset in 2.3.0's shape at `/2.3.0/launches/upcoming/`,
+    /// with a 429 (Retry-After: 1) on page 2 and a 503 on page 3: what
+    /// `launches` serves itself offline.
     pub fn bundled() -> Self {
+        let launches = serde_json::from_str(BUNDLED_LAUNCHES_2_3_0)
+            .expect("the bundled dataset is a JSON array");
+        Replay {
+            path: "/2.3.0/launches/upcoming/".into(),
+            ..Replay::bundled_2_2_0()
+        }
+        .with_launches(launches)
+    }
+
+    /// [`Replay::bundled`] in 2.2.0's shape, at `/2.2.0/launch/upcoming/`.
+    pub fn bundled_2_2_0() -> Self {
         let launches =
             serde_json::from_str(BUNDLED_LAUNCHES).expect("the bundled dataset is a JSON array");
         Replay {
@@ -70,6 +87,11 @@ impl Replay {
             unavailable_pages: vec![3],
             ..Replay::new(launches)
         }
+    }
+
+    fn with_launches(mut self, launches: Vec<Value>) -> Self {
+        self.launches = launches;
+        self
     }
 }
 
@@ -224,6 +246,24 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 mod tests {
     use super::*;
     use etl_core::Launch;
+
+    #[test]
+    fn bundled_versions_read_to_the_same_launches() {
+        let read = |replay: Replay| -> Vec<Launch> {
+            replay
+                .launches
+                .into_iter()
+                .map(|o| serde_json::from_value(o).unwrap())
+                .collect()
+        };
+        let v230 = read(Replay::bundled());
+        assert_eq!(v230, read(Replay::bundled_2_2_0()));
+        // And the 2.3.0 one is in 2.3.0's shape.
+        let raw = &Replay::bundled().launches[0];
+        assert!(raw["launch_service_provider"]["type"].is_object());
+        assert!(raw["pad"]["latitude"].is_number());
+        assert!(raw["rocket"]["configuration"]["families"].is_array());
+    }
 
     #[test]
     fn bundled_dataset_is_schema_true() {

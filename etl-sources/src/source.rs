@@ -1,6 +1,7 @@
 //! [`SpaceDevsSource`]: a Launch Library 2 list endpoint, page by page.
 
-use etl_core::{retry, EtlError, Row};
+use etl_core::retry::RetryEvent;
+use etl_core::{retry, EtlError, Reject, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use reqwest::redirect;
 use std::time::{Duration, SystemTime};
@@ -19,6 +20,24 @@ pub struct SourceOptions {
     pub api_key: Option<String>,
     /// Timeout of one request, connect to last byte (`None`: no timeout).
     pub timeout: Option<Duration>,
+    /// The longest server-requested wait (a 429's Retry-After) to sit out.
+    /// A longer one fails the page at once with
+    /// [`EtlError::RetryAfterTooLong`], naming the wait (`None`: every
+    /// wait is honoured; the free tier can ask for 40 minutes).
+    pub max_retry_after: Option<Duration>,
+}
+
+/// One page as read: its launches, and the entries that did not read as one.
+#[derive(Debug)]
+pub struct PageRead {
+    /// The URL the page was fetched from.
+    pub url: Url,
+    /// The entries that read as launches, in page order.
+    pub rows: Vec<Row>,
+    /// The entries that did not, each kept as sent with what did not read.
+    pub rejects: Vec<Reject>,
+    /// How many entries all pages hold together, as the server counts them.
+    pub count: Option<u64>,
 }
 
 impl Default for SourceOptions {
@@ -27,12 +46,14 @@ impl Default for SourceOptions {
             limit: None,
             api_key: None,
             timeout: Some(Duration::from_secs(30)),
+            max_retry_after: None,
         }
     }
 }
 
-/// A paginated Launch Library 2 list endpoint (`/2.2.0/launch/upcoming/`,
-/// `/2.2.0/launch/previous/`, 2.3.0's `/launches/...`), read page by page.
+/// A paginated Launch Library 2 list endpoint (2.3.0's
+/// `/2.3.0/launches/upcoming/`, `/launches/previous/`, `/launches/`, or
+/// 2.2.0's `/2.2.0/launch/upcoming/`), read page by page.
 ///
 /// Every page fetch is a `#[retry]` fn: network failures, 408, 429 and 5xx
 /// answers are retried with backoff (5 attempts, 1 s doubling to 60 s, or
@@ -45,11 +66,11 @@ impl Default for SourceOptions {
 ///
 /// # async fn run() -> Result<(), etl_core::EtlError> {
 /// let mut source = SpaceDevsSource::new(
-///     "https://ll.thespacedevs.com/2.2.0/launch/upcoming/",
+///     "https://ll.thespacedevs.com/2.3.0/launches/upcoming/",
 ///     SourceOptions { limit: Some(10), ..Default::default() },
 /// )?;
-/// while let Some(rows) = source.next_page().await? {
-///     println!("{} launches", rows.len());
+/// while let Some(page) = source.next_page().await? {
+///     println!("{} launches, {} rejected", page.rows.len(), page.rejects.len());
 /// }
 /// # Ok(())
 /// # }
@@ -60,6 +81,7 @@ pub struct SpaceDevsSource {
     origin: Origin,
     next: Option<Url>,
     pages: u32,
+    max_retry_after: Option<Duration>,
 }
 
 impl SpaceDevsSource {
@@ -114,15 +136,20 @@ impl SpaceDevsSource {
             origin,
             next: Some(url),
             pages: 0,
+            max_retry_after: options.max_retry_after,
         })
     }
 
-    /// The next page's launches, or `None` once the last page was read.
+    /// The next page, or `None` once the last page was read.
+    ///
+    /// An entry that does not read as a launch fails neither the page nor
+    /// the call: it comes back in [`PageRead::rejects`], and the page is not
+    /// fetched again for it (the same bytes would read the same way).
     ///
     /// On an error the same page is tried again by the next call. A `next`
     /// link on another origin fails with `EtlError::Refused`, naming it,
     /// before any request goes there.
-    pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, EtlError> {
+    pub async fn next_page(&mut self) -> Result<Option<PageRead>, EtlError> {
         let Some(url) = self.next.clone() else {
             return Ok(None);
         };
@@ -140,7 +167,23 @@ impl SpaceDevsSource {
             })?),
         };
         self.pages += 1;
-        Ok(Some(page.results.into_iter().map(Row::Launches).collect()))
+        let mut rows = Vec::with_capacity(page.results.len());
+        let mut rejects = Vec::new();
+        for entry in page.results {
+            match wire::read_launch(&url, entry) {
+                Ok(launch) => rows.push(Row::Launches(launch)),
+                Err(reject) => {
+                    tracing::warn!(source = %url, error = %reject.error, "an entry did not read as a launch; rejected");
+                    rejects.push(reject);
+                }
+            }
+        }
+        Ok(Some(PageRead {
+            url,
+            rows,
+            rejects,
+            count: page.count,
+        }))
     }
 
     /// Pages read so far.
@@ -154,7 +197,8 @@ impl SpaceDevsSource {
     }
 
     /// One page: the whole request, status check and parse is one attempt.
-    #[retry(max_attempts = 5, base = "1s", max = "60s")]
+    /// Every long wait is announced ([`announce_wait`]).
+    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = announce_wait)]
     async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
         let response = self
             .client
@@ -169,15 +213,33 @@ impl SpaceDevsSource {
             .await
             .map_err(|e| wire::transport_error(&url, &e))?;
         if !status.is_success() {
-            return Err(wire::status_error(
-                &url,
-                status.as_u16(),
-                &headers,
-                &body,
-                SystemTime::now(),
-            ));
+            let error =
+                wire::status_error(&url, status.as_u16(), &headers, &body, SystemTime::now());
+            return Err(wire::cap_retry_after(error, self.max_retry_after));
         }
         wire::parse_page(&url, &body)
+    }
+}
+
+/// Waits longer than this are announced on their own line.
+const ANNOUNCE_WAITS_OVER: Duration = Duration::from_secs(5);
+
+/// Announces a wait longer than a few seconds with its length and the
+/// wall-clock time it ends: "rate limited: waiting 2429 s, until 14:05:12
+/// UTC (server's Retry-After)". A run that seems to hang says why.
+fn announce_wait(event: &RetryEvent<'_>) {
+    if event.delay <= ANNOUNCE_WAITS_OVER {
+        return;
+    }
+    let until = wire::utc_clock(SystemTime::now() + event.delay);
+    let secs = event.delay.as_secs() + u64::from(event.delay.subsec_nanos() > 0);
+    if event.server_delay {
+        tracing::warn!("rate limited: waiting {secs} s, until {until} UTC (server's Retry-After)");
+    } else {
+        tracing::warn!(
+            "waiting {secs} s, until {until} UTC (backoff after: {})",
+            event.error
+        );
     }
 }
 

@@ -1,9 +1,10 @@
 //! The wire, mapped to [`EtlError`] on purpose: which answers are worth
 //! another attempt, which carry the server's delay, and what a list page is.
 
-use etl_core::{EtlError, Launch};
+use etl_core::{EtlError, Launch, Reject};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use std::time::SystemTime;
 use url::Url;
 
@@ -20,13 +21,37 @@ pub struct Page {
     /// The next page's URL, or `None` on the last page.
     #[serde(default)]
     pub next: Option<String>,
-    /// This page's launches.
-    pub results: Vec<Launch>,
+    /// This page's entries, exactly as sent: each is read on its own by
+    /// [`read_launch`], so one entry that does not read spoils no other.
+    pub results: Vec<Box<RawValue>>,
+}
+
+/// One `results` entry as a [`Launch`], or, when it does not read as one,
+/// a [`Reject`] holding it as sent, the field that did not read and the
+/// page URL.
+pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
+    let mut reader = serde_json::Deserializer::from_str(entry.get());
+    match serde_path_to_error::deserialize::<_, Launch>(&mut reader) {
+        Ok(launch) => Ok(launch),
+        Err(e) => {
+            // `.` is the entry itself: a missing `id`, or not an object.
+            let error = match e.path().to_string() {
+                path if path == "." => e.into_inner().to_string(),
+                path => format!("{path}: {}", e.into_inner()),
+            };
+            Err(Reject {
+                raw: entry,
+                error,
+                source: url.to_string(),
+            })
+        }
+    }
 }
 
 /// A 2xx body as a list page. Anything else (an HTML error page, a body cut
 /// short, the bare `{}` the API sometimes answers) is a `Parse` error: the
-/// same bytes would parse the same way on every attempt.
+/// same bytes would parse the same way on every attempt. The entries are
+/// only checked to be JSON here; [`read_launch`] reads each.
 pub fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
     serde_json::from_slice(body).map_err(|e| {
         EtlError::Parse(format!(
@@ -56,6 +81,32 @@ pub fn status_error(
         status,
         message: format!("{url}: {}", excerpt(body)),
     }
+}
+
+/// A `RateLimited` error whose wait is longer than `ceiling` becomes the
+/// permanent [`EtlError::RetryAfterTooLong`], naming both; every other error
+/// is returned as it is.
+pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) -> EtlError {
+    match (&error, ceiling) {
+        (EtlError::RateLimited { retry_after_secs }, Some(ceiling))
+            if std::time::Duration::from_secs(*retry_after_secs) > ceiling =>
+        {
+            EtlError::RetryAfterTooLong {
+                retry_after_secs: *retry_after_secs,
+                ceiling_secs: ceiling.as_secs(),
+            }
+        }
+        _ => error,
+    }
+}
+
+/// `at` as `HH:MM:SS` in UTC, for a log line that says when a wait ends.
+pub fn utc_clock(at: SystemTime) -> String {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let day = secs % 86_400;
+    format!("{:02}:{:02}:{:02}", day / 3600, day % 3600 / 60, day % 60)
 }
 
 /// `Retry-After` as whole seconds from `now`: delta-seconds, or an

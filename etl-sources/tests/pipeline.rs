@@ -46,7 +46,8 @@ async fn run_once(
 ) -> Result<Summary, pipeline::RunError> {
     let mut source = SpaceDevsSource::new(server.url().as_str(), options(limit)).unwrap();
     let sink = pipeline::open_output(out).unwrap();
-    pipeline::run(&mut source, &sink, None).await
+    let rejects = pipeline::open_rejects(&pipeline::rejects_path(out)).unwrap();
+    pipeline::run(&mut source, &sink, &rejects, None).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -62,7 +63,8 @@ async fn bundled_run_survives_429_and_503_and_a_rerun_writes_nothing() {
         Summary {
             pages: 3,
             rows: 12,
-            new_rows: 12
+            new_rows: 12,
+            ..Default::default()
         }
     );
     assert!(
@@ -77,7 +79,8 @@ async fn bundled_run_survives_429_and_503_and_a_rerun_writes_nothing() {
         Summary {
             pages: 3,
             rows: 12,
-            new_rows: 0
+            new_rows: 0,
+            ..Default::default()
         }
     );
 
@@ -87,6 +90,19 @@ async fn bundled_run_survives_429_and_503_and_a_rerun_writes_nothing() {
         .map(|l| l["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids(&rows), expected, "every launch once, in page order");
+}
+
+#[tokio::test(start_paused = true)]
+async fn moving_from_2_2_0_to_2_3_0_writes_no_launch_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+    let old = ReplayServer::start(Replay::bundled_2_2_0()).await.unwrap();
+    assert_eq!(run_once(&old, &out, 5).await.unwrap().new_rows, 12);
+    let new = ReplayServer::start(Replay::bundled()).await.unwrap();
+    assert!(new.url().path().starts_with("/2.3.0/"));
+    let summary = run_once(&new, &out, 5).await.unwrap();
+    assert_eq!((summary.rows, summary.new_rows), (12, 0));
+    assert_eq!(rows_in(&out).len(), 12);
 }
 
 #[tokio::test]
@@ -114,14 +130,18 @@ async fn a_failing_page_keeps_the_pages_before_it() {
 
     let mut source = SpaceDevsSource::new(&format!("{}{list}", server.uri()), options(5)).unwrap();
     let sink = pipeline::open_output(&out).unwrap();
-    let err = pipeline::run(&mut source, &sink, None).await.unwrap_err();
+    let rejects = pipeline::open_rejects(&pipeline::rejects_path(&out)).unwrap();
+    let err = pipeline::run(&mut source, &sink, &rejects, None)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("HTTP 404"), "{err}");
     assert_eq!(
         err.done,
         Summary {
             pages: 1,
             rows: 5,
-            new_rows: 5
+            new_rows: 5,
+            ..Default::default()
         }
     );
     assert_eq!(
@@ -138,13 +158,17 @@ async fn max_pages_stops_early_and_a_later_run_completes() {
     let server = ReplayServer::start(Replay::new(bundled())).await.unwrap();
     let mut source = SpaceDevsSource::new(server.url().as_str(), options(4)).unwrap();
     let sink = pipeline::open_output(&out).unwrap();
-    let partial = pipeline::run(&mut source, &sink, Some(2)).await.unwrap();
+    let rejects = pipeline::open_rejects(&pipeline::rejects_path(&out)).unwrap();
+    let partial = pipeline::run(&mut source, &sink, &rejects, Some(2))
+        .await
+        .unwrap();
     assert_eq!(
         partial,
         Summary {
             pages: 2,
             rows: 8,
-            new_rows: 8
+            new_rows: 8,
+            ..Default::default()
         }
     );
     drop(sink);
@@ -155,7 +179,8 @@ async fn max_pages_stops_early_and_a_later_run_completes() {
         Summary {
             pages: 3,
             rows: 12,
-            new_rows: 4
+            new_rows: 4,
+            ..Default::default()
         }
     );
     assert_eq!(rows_in(&out).len(), 12);

@@ -145,3 +145,64 @@ async fn killed_runs_into_postgres_resume_to_each_row_once() {
     );
     drop_table(&table).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn unreadable_entries_go_to_the_rejects_table_once_and_exit_3() {
+    let table = format!("etl_test_rejects_{}", std::process::id());
+    let rejects = format!("{table}_rejects");
+    drop_table(&table).await;
+    drop_table(&rejects).await;
+    let mut entries: Vec<serde_json::Value> = serde_json::from_str(BUNDLED_LAUNCHES).unwrap();
+    entries.insert(2, serde_json::json!("not an object"));
+    entries.insert(7, serde_json::json!({"id": "no-name"}));
+    let server = ReplayServer::start(Replay::new(entries)).await.unwrap();
+
+    for run in 0..2 {
+        let output = launches(server.url().as_str(), 5, &table)
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let new = if run == 0 { "(2 new)" } else { "(0 new)" };
+        assert!(
+            stdout.contains(&format!("2 entries rejected {new} into table {rejects}")),
+            "{stdout}"
+        );
+    }
+    assert_eq!(table_rows(&table).await.0, 12);
+
+    let (client, connection) = tokio_postgres::connect(&pg_url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let stored = client
+        .query(
+            &format!("SELECT raw, error, source FROM \"{rejects}\" ORDER BY rejected_at, raw"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let stored: Vec<(String, String, String)> = stored
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(stored.len(), 2, "each entry once: {stored:?}");
+    let raws: Vec<&str> = stored.iter().map(|r| r.0.as_str()).collect();
+    assert!(
+        raws.contains(&"\"not an object\"") && raws.contains(&r#"{"id":"no-name"}"#),
+        "{raws:?}"
+    );
+    for (raw, error, source) in &stored {
+        assert!(
+            !error.is_empty() && source.starts_with("http://127.0.0.1:"),
+            "{raw}: {error} {source}"
+        );
+    }
+    drop_table(&table).await;
+    drop_table(&rejects).await;
+}

@@ -3,7 +3,7 @@
 //! requests real.
 
 use etl_core::{EtlError, Row};
-use etl_sources::{SourceOptions, SpaceDevsSource};
+use etl_sources::{PageRead, SourceOptions, SpaceDevsSource};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -24,14 +24,17 @@ fn launch_220(id: &str) -> Value {
     })
 }
 
-/// The same launch in 2.3.0's shape: image object, numeric coordinates.
+/// The same launch in 2.3.0's shape: agency type and image objects, numeric
+/// coordinates, a country object.
 fn launch_230(id: &str) -> Value {
     json!({
-        "id": id, "name": format!("Electron | Mission {id}"),
+        "id": id, "name": format!("Electron | Mission {id}"), "response_mode": "normal",
         "status": {"id": 1, "name": "Go for Launch", "abbrev": "Go"}, "net": "2026-12-01T10:00:00Z",
-        "launch_service_provider": {"id": 147, "name": "Rocket Lab", "type": "Commercial"},
+        "launch_service_provider": {"response_mode": "list", "id": 147, "name": "Rocket Lab", "abbrev": "RL",
+                                    "type": {"id": 3, "name": "Commercial"}},
         "pad": {"id": 166, "name": "LC-1A", "latitude": -39.26085, "longitude": 177.864777,
-                "location": {"id": 10, "name": "Mahia", "country_code": "NZL"}},
+                "country": {"id": 7, "alpha_3_code": "NZL"},
+                "location": {"id": 10, "name": "Mahia", "country": {"id": 7, "name": "New Zealand", "alpha_3_code": "NZL"}}},
         "image": {"id": 3, "name": "Electron", "image_url": "https://img.example/electron.png", "thumbnail_url": "t"}
     })
 }
@@ -40,8 +43,11 @@ fn page(ids: &[&str], next: Option<String>) -> Value {
     json!({"count": 99, "next": next, "previous": null, "results": ids.iter().map(|id| launch_220(id)).collect::<Vec<_>>()})
 }
 
-fn ids(rows: &[Row]) -> Vec<String> {
-    rows.iter().map(|Row::Launches(l)| l.id.clone()).collect()
+fn ids(page: &PageRead) -> Vec<String> {
+    page.rows
+        .iter()
+        .map(|Row::Launches(l)| l.id.clone())
+        .collect()
 }
 
 fn options() -> SourceOptions {
@@ -92,8 +98,8 @@ async fn pages_follow_next_until_null() {
     )
     .await;
     let mut all = Vec::new();
-    while let Some(rows) = source.next_page().await.unwrap() {
-        all.extend(ids(&rows));
+    while let Some(page) = source.next_page().await.unwrap() {
+        all.extend(ids(&page));
     }
     assert_eq!(all, ["a", "b", "c", "d", "e"]);
     assert_eq!(source.pages_read(), 3);
@@ -123,7 +129,14 @@ async fn api_key_is_sent_as_a_token() {
 /// it took and the requests made.
 async fn after_one(
     first: ResponseTemplate,
-) -> (Result<Option<Vec<Row>>, EtlError>, Duration, usize) {
+) -> (Result<Option<PageRead>, EtlError>, Duration, usize) {
+    after_one_with(first, options()).await
+}
+
+async fn after_one_with(
+    first: ResponseTemplate,
+    options: SourceOptions,
+) -> (Result<Option<PageRead>, EtlError>, Duration, usize) {
     let server = MockServer::start().await;
     Mock::given(path(LIST))
         .respond_with(first)
@@ -135,7 +148,7 @@ async fn after_one(
         .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], None)))
         .mount(&server)
         .await;
-    let mut source = source(&server, options()).await;
+    let mut source = source(&server, options).await;
     let start = Instant::now();
     let result = source.next_page().await;
     (result, start.elapsed(), requests(&server).await)
@@ -217,10 +230,7 @@ async fn malformed_and_junk_bodies_fail_at_once() {
             r#"{"count": 1, "next": null, "results": [{"id": "a", "name""#,
             "application/json",
         ),
-        (
-            r#"{"count": 1, "next": null, "results": [{"name": "no id"}]}"#,
-            "application/json",
-        ),
+        (r#"{"count": 1, "next": null}"#, "application/json"),
     ];
     for (body, mime) in bodies {
         let (result, _, requests) =
@@ -340,8 +350,133 @@ async fn reads_2_2_0_and_2_3_0_pages_alike() {
     )
     .unwrap();
     let new = new_source.next_page().await.unwrap().unwrap();
-    assert_eq!(old, new, "the same launch in either shape is the same row");
-    assert_eq!(old[0].content_key().unwrap(), new[0].content_key().unwrap());
+    assert_eq!(
+        old.rows, new.rows,
+        "the same launch in either shape is the same row"
+    );
+    assert!(old.rejects.is_empty() && new.rejects.is_empty());
+    assert_eq!(
+        old.rows[0].content_key().unwrap(),
+        new.rows[0].content_key().unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unreadable_entries_are_rejected_and_the_page_is_read_once() {
+    // Each entry exactly as the server sends it (odd spacing kept).
+    let body = format!(
+        r#"{{"count": 6, "next": null, "results": [{a}, 42, {{"name": "no id"}},
+            {{"id": "p", "name": "bad pad", "pad": {{"latitude": {{"deg": 1}}}}}},
+            {{"id": "t", "name": "bad type",  "launch_service_provider": {{"type": 3}}}}, {b}]}}"#,
+        a = launch_230("a"),
+        b = launch_220("b")
+    );
+    let (result, _, requests) =
+        after_one(ResponseTemplate::new(200).set_body_raw(body, "application/json")).await;
+    let page = result.unwrap().unwrap();
+    assert_eq!(ids(&page), ["a", "b"], "the readable entries load");
+    assert_eq!(requests, 1, "a rejected entry does not retry the page");
+    let got: Vec<(&str, &str)> = page
+        .rejects
+        .iter()
+        .map(|r| (r.raw.get(), r.error.as_str()))
+        .collect();
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(got[0].0, "42");
+    assert!(got[0].1.contains("expected struct Launch"), "{}", got[0].1);
+    assert_eq!(got[1].0, r#"{"name": "no id"}"#);
+    assert!(got[1].1.contains("missing field `id`"), "{}", got[1].1);
+    assert_eq!(
+        got[2].0,
+        r#"{"id": "p", "name": "bad pad", "pad": {"latitude": {"deg": 1}}}"#
+    );
+    assert!(got[2].1.starts_with("pad.latitude: "), "{}", got[2].1);
+    assert!(
+        got[3].1.starts_with("launch_service_provider.type: "),
+        "{}",
+        got[3].1
+    );
+    for r in &page.rejects {
+        assert_eq!(r.source, page.url.as_str());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_above_the_ceiling_ends_the_page_at_once_naming_the_wait() {
+    let throttled = ResponseTemplate::new(429).insert_header("retry-after", "2429");
+    let ceiling = SourceOptions {
+        max_retry_after: Some(Duration::from_secs(600)),
+        ..options()
+    };
+    let (result, waited, requests) = after_one_with(throttled, ceiling).await;
+    let e = result.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EtlError::RetryAfterTooLong {
+                retry_after_secs: 2429,
+                ceiling_secs: 600
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("2429 s"), "{e}");
+    assert!(!e.is_transient());
+    assert_eq!(requests, 1);
+    assert!(waited < Duration::from_secs(1), "no wait: {waited:?}");
+
+    // At or under the ceiling, the wait is honoured.
+    let throttled = ResponseTemplate::new(429).insert_header("retry-after", "600");
+    let ceiling = SourceOptions {
+        max_retry_after: Some(Duration::from_secs(600)),
+        ..options()
+    };
+    let (result, waited, _) = after_one_with(throttled, ceiling).await;
+    assert_eq!(ids(&result.unwrap().unwrap()), ["a"]);
+    assert!(waited >= Duration::from_secs(600));
+}
+
+/// The log lines written while `f` runs.
+async fn logged<T>(f: impl std::future::Future<Output = T>) -> (T, String) {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let out = f.await;
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    (out, text)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_wait_is_announced_with_its_end() {
+    let throttled = ResponseTemplate::new(429).insert_header("retry-after", "2429");
+    let ((result, _, _), log) = logged(after_one(throttled)).await;
+    assert_eq!(ids(&result.unwrap().unwrap()), ["a"]);
+    let line = log
+        .lines()
+        .find(|l| l.contains("rate limited: waiting 2429 s, until "))
+        .unwrap_or_else(|| panic!("no announcement in:\n{log}"));
+    assert!(line.contains(" UTC (server's Retry-After)"), "{line}");
+
+    // A short wait is not announced on its own line.
+    let throttled = ResponseTemplate::new(429).insert_header("retry-after", "2");
+    let (_, log) = logged(after_one(throttled)).await;
+    assert!(!log.contains("rate limited: waiting"), "{log}");
 }
 
 #[tokio::test(start_paused = true)]
