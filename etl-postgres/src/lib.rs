@@ -110,6 +110,17 @@ impl PostgresSink {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// The newest `last_updated` among the launch rows of the table (`None`
+    /// when it holds none): the cursor of an incremental load. Compared as
+    /// text, which is time order for the API's `YYYY-MM-DDTHH:MM:SSZ`.
+    pub async fn newest_last_updated(&self) -> Result<Option<String>, EtlError> {
+        let sql = format!(
+            "SELECT max(row -> 'Launches' ->> 'last_updated') FROM {}",
+            self.table.quoted()
+        );
+        one(self.query(&sql).await?)
+    }
+
     /// How many rows the table holds.
     pub async fn count(&self) -> Result<u64, EtlError> {
         let sql = format!("SELECT count(*) FROM {}", self.table.quoted());

@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cursor;
 pub mod pipeline;
 pub mod replay;
 mod source;

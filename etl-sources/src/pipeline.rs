@@ -6,6 +6,7 @@ use etl_core::{
 };
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::SpaceDevsSource;
 
@@ -22,6 +23,17 @@ pub struct Summary {
     pub rejected: usize,
     /// Rejected entries the rejects sink did not hold before this run.
     pub new_rejects: usize,
+}
+
+/// Where a run stands after a page, for a progress display.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// What the run did so far.
+    pub done: Summary,
+    /// Pages the listing holds in all, as far as the server's `count` says.
+    pub pages_total: Option<u64>,
+    /// Time the server asked the run to wait (429 Retry-After) so far.
+    pub throttled: Duration,
 }
 
 /// A run that stopped on an error, with what it did before: every row of
@@ -96,6 +108,17 @@ pub async fn run<S: Sink, R: RejectSink>(
     rejects: &R,
     max_pages: Option<u32>,
 ) -> Result<Summary, RunError> {
+    run_with_progress(source, sink, rejects, max_pages, |_| {}).await
+}
+
+/// [`run`], calling `on_page` after each page is loaded.
+pub async fn run_with_progress<S: Sink, R: RejectSink>(
+    source: &mut SpaceDevsSource,
+    sink: &S,
+    rejects: &R,
+    max_pages: Option<u32>,
+    mut on_page: impl FnMut(&Progress),
+) -> Result<Summary, RunError> {
     let mut done = Summary::default();
     while max_pages.is_none_or(|max| done.pages < max) {
         let page = match source.next_page().await {
@@ -130,6 +153,11 @@ pub async fn run<S: Sink, R: RejectSink>(
             rejected = page.rejects.len(),
             "page loaded"
         );
+        on_page(&Progress {
+            done,
+            pages_total: source.pages_total(),
+            throttled: source.throttled(),
+        });
     }
     Ok(done)
 }

@@ -2,9 +2,11 @@
 //! 127.0.0.1, for the offline pipeline and for tests.
 //!
 //! It pages a list of launch objects the way the API does (`limit`,
-//! `offset`, `next`), and can answer the first request for chosen pages
-//! with a 429 (with `Retry-After` and DRF's throttle body) or an HTML 503,
-//! so retries can be seen happening.
+//! `offset`, `next`), filters and sorts them as the API's list endpoints do
+//! (`last_updated__gte=<ISO 8601>`, `ordering=last_updated`), can change a
+//! launch in the middle of a run (as the live data does), and can answer the
+//! first request for chosen pages with a 429 (with `Retry-After` and DRF's
+//! throttle body) or an HTML 503, so retries can be seen happening.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -49,6 +51,21 @@ pub struct Replay {
     pub unavailable_pages: Vec<u32>,
     /// Wait before each answer (to give a test time to kill a client).
     pub delay: Duration,
+    /// Changes made to the data while the server runs.
+    pub updates: Vec<Update>,
+}
+
+/// A launch updated upstream in the middle of a run: once `after_requests`
+/// requests were answered, the launch `id` gets `last_updated` (so it moves
+/// to the end of a listing ordered by `last_updated`).
+#[derive(Clone, Debug)]
+pub struct Update {
+    /// Requests answered before the change.
+    pub after_requests: u32,
+    /// The launch's `id`.
+    pub id: String,
+    /// Its new `last_updated`.
+    pub last_updated: String,
 }
 
 impl Replay {
@@ -62,6 +79,7 @@ impl Replay {
             retry_after_secs: 1,
             unavailable_pages: Vec::new(),
             delay: Duration::ZERO,
+            updates: Vec::new(),
         }
     }
 
@@ -105,6 +123,9 @@ pub struct ReplayServer {
 
 struct State {
     replay: Replay,
+    /// The launches as they are now (`replay.launches` plus the updates
+    /// applied so far).
+    launches: Mutex<Vec<Value>>,
     addr: SocketAddr,
     faulted: Mutex<HashSet<u32>>,
     requests: Arc<AtomicU32>,
@@ -120,6 +141,7 @@ impl ReplayServer {
             Url::parse(&format!("http://{addr}{}", replay.path)).map_err(std::io::Error::other)?;
         let requests = Arc::new(AtomicU32::new(0));
         let state = Arc::new(State {
+            launches: Mutex::new(replay.launches.clone()),
             replay,
             addr,
             faulted: Mutex::new(HashSet::new()),
@@ -167,7 +189,8 @@ async fn answer(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    state.requests.fetch_add(1, Ordering::SeqCst);
+    let answered = state.requests.fetch_add(1, Ordering::SeqCst);
+    apply_updates(&state, answered);
     if !state.replay.delay.is_zero() {
         tokio::time::sleep(state.replay.delay).await;
     }
@@ -179,14 +202,27 @@ async fn answer(
             json!({"detail": "Not found."}).to_string(),
         ));
     }
-    let query = |key: &str| -> Option<usize> {
+    let text = |key: &str| -> Option<String> {
         url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
             .find(|(k, _)| k == key)
-            .and_then(|(_, v)| v.parse().ok())
+            .map(|(_, v)| v.into_owned())
     };
+    let query = |key: &str| -> Option<usize> { text(key)?.parse().ok() };
     let limit = query("limit").unwrap_or(replay.default_limit).clamp(1, 100);
     let offset = query("offset").unwrap_or(0);
-    let page = u32::try_from(offset / limit + 1).unwrap_or(u32::MAX);
+    let since = text("last_updated__gte");
+    let ordering = text("ordering");
+    let listing = listing(&state, since.as_deref(), ordering.as_deref());
+    // The page is where its first entry stands in the whole listing, so a
+    // request by cursor (`last_updated__gte`, small offset) and one by
+    // offset count pages alike.
+    let filtered_out = state
+        .launches
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .len()
+        - listing.len();
+    let page = u32::try_from((filtered_out + offset) / limit + 1).unwrap_or(u32::MAX);
 
     let first_request = state
         .faulted
@@ -214,11 +250,23 @@ async fn answer(
         ));
     }
 
-    let total = replay.launches.len();
-    let results: Vec<&Value> = replay.launches.iter().skip(offset).take(limit).collect();
+    let total = listing.len();
+    let results: Vec<&Value> = listing.iter().skip(offset).take(limit).collect();
+    // As the API's links do, `next` and `previous` keep the filters.
+    let mut filters = String::new();
+    for (key, value) in [("last_updated__gte", &since), ("ordering", &ordering)] {
+        if let Some(value) = value {
+            filters.push('&');
+            filters.push_str(
+                &url::form_urlencoded::Serializer::new(String::new())
+                    .append_pair(key, value)
+                    .finish(),
+            );
+        }
+    }
     let link = |offset: usize| {
         format!(
-            "http://{}{}?limit={limit}&offset={offset}",
+            "http://{}{}?limit={limit}&offset={offset}{filters}",
             state.addr, replay.path
         )
     };
@@ -230,6 +278,42 @@ async fn answer(
         "application/json",
         body.to_string(),
     ))
+}
+
+/// Applies the updates due once `answered` requests were answered.
+fn apply_updates(state: &State, answered: u32) {
+    let due = state
+        .replay
+        .updates
+        .iter()
+        .filter(|u| u.after_requests == answered);
+    let mut launches = state.launches.lock().unwrap_or_else(|e| e.into_inner());
+    for update in due {
+        for launch in launches
+            .iter_mut()
+            .filter(|l| l["id"] == update.id.as_str())
+        {
+            launch["last_updated"] = Value::from(update.last_updated.clone());
+        }
+    }
+}
+
+/// The launches a list request sees: those updated at or after `since`,
+/// sorted by `last_updated` (stable, so ties keep their order) when asked.
+fn listing(state: &State, since: Option<&str>, ordering: Option<&str>) -> Vec<Value> {
+    let launches = state.launches.lock().unwrap_or_else(|e| e.into_inner());
+    let updated = |l: &Value| l["last_updated"].as_str().map(str::to_owned);
+    let mut listing: Vec<Value> = launches
+        .iter()
+        .filter(|l| since.is_none_or(|since| updated(l).is_some_and(|u| u.as_str() >= since)))
+        .cloned()
+        .collect();
+    match ordering {
+        Some("last_updated") => listing.sort_by_key(updated),
+        Some("-last_updated") => listing.sort_by_key(|l| std::cmp::Reverse(updated(l))),
+        _ => {}
+    }
+    listing
 }
 
 fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {

@@ -4,6 +4,7 @@ use etl_core::retry::RetryEvent;
 use etl_core::{retry, EtlError, Reject, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use reqwest::redirect;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
 
@@ -25,6 +26,14 @@ pub struct SourceOptions {
     /// [`EtlError::RetryAfterTooLong`], naming the wait (`None`: every
     /// wait is honoured; the free tier can ask for 40 minutes).
     pub max_retry_after: Option<Duration>,
+    /// Read incrementally: ask only for launches updated at or after
+    /// `since`, oldest change first (`ordering=last_updated`), and page by
+    /// that cursor rather than by the API's `next` links (see
+    /// [`SpaceDevsSource`]).
+    pub incremental: bool,
+    /// The cursor of an incremental read: the newest `last_updated` already
+    /// held (`None`: read everything, still in `last_updated` order).
+    pub since: Option<String>,
 }
 
 /// One page as read: its launches, and the entries that did not read as one.
@@ -47,6 +56,8 @@ impl Default for SourceOptions {
             api_key: None,
             timeout: Some(Duration::from_secs(30)),
             max_retry_after: None,
+            incremental: false,
+            since: None,
         }
     }
 }
@@ -54,6 +65,18 @@ impl Default for SourceOptions {
 /// A paginated Launch Library 2 list endpoint (2.3.0's
 /// `/2.3.0/launches/upcoming/`, `/launches/previous/`, `/launches/`, or
 /// 2.2.0's `/2.2.0/launch/upcoming/`), read page by page.
+///
+/// # Incremental reads
+/// With [`SourceOptions::incremental`], every request carries
+/// `ordering=last_updated` and `last_updated__gte=<cursor>`, and the pages
+/// are walked by that cursor (keyset paging): after each page the cursor
+/// moves to the page's newest `last_updated`, and `offset` skips only the
+/// entries of that very timestamp already read. The API's offset links
+/// would skip a launch whenever one read earlier is updated mid-run and
+/// moves to the end (every later entry shifts back by one); the cursor
+/// cannot, since an update only ever moves a launch past it, where it is
+/// read again. Each page still brings `limit` entries not read before, so
+/// a run costs the same requests as following `next`.
 ///
 /// Every page fetch is a `#[retry]` fn: network failures, 408, 429 and 5xx
 /// answers are retried with backoff (5 attempts, 1 s doubling to 60 s, or
@@ -82,6 +105,58 @@ pub struct SpaceDevsSource {
     next: Option<Url>,
     pages: u32,
     max_retry_after: Option<Duration>,
+    /// Incremental reads: where the next page starts.
+    keyset: Option<Keyset>,
+    /// Entries all pages hold, and the page size, once the first page came.
+    count: Option<u64>,
+    page_size: Option<u64>,
+    /// Time the server asked us to wait (429 Retry-After) in all, in ms.
+    throttled_ms: AtomicU64,
+}
+
+/// The cursor of an incremental read.
+#[derive(Debug)]
+struct Keyset {
+    /// The base URL with `limit` and `ordering`.
+    base: Url,
+    cursor: Option<String>,
+    /// Entries at exactly `cursor` already read.
+    offset: usize,
+}
+
+impl Keyset {
+    fn url(&self) -> Url {
+        let mut url = self.base.clone();
+        if let Some(cursor) = &self.cursor {
+            set_query(&mut url, "last_updated__gte", cursor);
+        }
+        if self.offset > 0 {
+            set_query(&mut url, "offset", &self.offset.to_string());
+        }
+        url
+    }
+
+    /// Moves past a page whose entries carry `stamps` (`last_updated`, in
+    /// page order; `None` for an entry that has none).
+    fn advance(&mut self, stamps: &[Option<String>]) {
+        match stamps.iter().rev().flatten().next() {
+            // No timestamp at all: step over the page by position.
+            None => self.offset += stamps.len(),
+            Some(newest) => {
+                let at_newest = stamps
+                    .iter()
+                    .filter(|s| s.as_deref() == Some(newest.as_str()))
+                    .count();
+                if self.cursor.as_deref() == Some(newest.as_str()) {
+                    // A page full of one timestamp: skip it by position.
+                    self.offset += at_newest;
+                } else {
+                    self.cursor = Some(newest.clone());
+                    self.offset = at_newest;
+                }
+            }
+        }
+    }
 }
 
 impl SpaceDevsSource {
@@ -98,6 +173,16 @@ impl SpaceDevsSource {
         if let Some(limit) = options.limit {
             set_query(&mut url, "limit", &limit.to_string());
         }
+        let keyset = options.incremental.then(|| {
+            set_query(&mut url, "ordering", "last_updated");
+            let keyset = Keyset {
+                base: url.clone(),
+                cursor: options.since.clone(),
+                offset: 0,
+            };
+            url = keyset.url();
+            keyset
+        });
         let origin = url.origin();
 
         // reqwest is built without a default TLS provider (see Cargo.toml):
@@ -137,6 +222,10 @@ impl SpaceDevsSource {
             next: Some(url),
             pages: 0,
             max_retry_after: options.max_retry_after,
+            keyset,
+            count: None,
+            page_size: options.limit.map(u64::from),
+            throttled_ms: Default::default(),
         })
     }
 
@@ -160,24 +249,45 @@ impl SpaceDevsSource {
             )));
         }
         let page = self.fetch_page(url.clone()).await?;
-        self.next = match page.next.as_deref() {
+        let next = match page.next.as_deref() {
             None | Some("") => None,
             Some(next) => Some(url.join(next).map_err(|e| {
                 EtlError::Parse(format!("{url}: `next` is not a URL ({next:?}: {e})"))
             })?),
         };
         self.pages += 1;
+        if self.count.is_none() {
+            self.count = page.count;
+        }
+        if self.page_size.is_none() && next.is_some() {
+            self.page_size = Some(page.results.len() as u64);
+        }
         let mut rows = Vec::with_capacity(page.results.len());
         let mut rejects = Vec::new();
+        let mut stamps = Vec::with_capacity(page.results.len());
         for entry in page.results {
             match wire::read_launch(&url, entry) {
-                Ok(launch) => rows.push(Row::Launches(launch)),
+                Ok(launch) => {
+                    stamps.push(launch.last_updated.clone());
+                    rows.push(Row::Launches(launch));
+                }
                 Err(reject) => {
                     tracing::warn!(source = %url, error = %reject.error, "an entry did not read as a launch; rejected");
+                    stamps.push(wire::last_updated(&reject.raw));
                     rejects.push(reject);
                 }
             }
         }
+        // The server says whether more follows; an incremental read decides
+        // where it starts by the cursor, not by the server's offset link.
+        self.next = match (&mut self.keyset, next) {
+            (_, None) => None,
+            (None, next) => next,
+            (Some(keyset), Some(_)) => {
+                keyset.advance(&stamps);
+                Some(keyset.url())
+            }
+        };
         Ok(Some(PageRead {
             url,
             rows,
@@ -189,6 +299,22 @@ impl SpaceDevsSource {
     /// Pages read so far.
     pub fn pages_read(&self) -> u32 {
         self.pages
+    }
+
+    /// How many pages the listing holds in all, as far as the server's
+    /// `count` and the page size tell (`None` before the first page).
+    pub fn pages_total(&self) -> Option<u64> {
+        let (count, size) = (self.count?, self.page_size.filter(|&s| s > 0));
+        Some(match size {
+            Some(size) => count.div_ceil(size).max(1),
+            None => 1,
+        })
+    }
+
+    /// How long the server asked this source to wait (its 429
+    /// Retry-After), in all, so far.
+    pub fn throttled(&self) -> Duration {
+        Duration::from_millis(self.throttled_ms.load(Ordering::Relaxed))
     }
 
     /// The URL the next call of [`SpaceDevsSource::next_page`] fetches.
@@ -215,7 +341,14 @@ impl SpaceDevsSource {
         if !status.is_success() {
             let error =
                 wire::status_error(&url, status.as_u16(), &headers, &body, SystemTime::now());
-            return Err(wire::cap_retry_after(error, self.max_retry_after));
+            let error = wire::cap_retry_after(error, self.max_retry_after);
+            // What the server asked for (the wait that follows, unless this
+            // was the last attempt), for progress displays.
+            if let Some(wait) = error.retry_after() {
+                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                self.throttled_ms.fetch_add(ms, Ordering::Relaxed);
+            }
+            return Err(error);
         }
         wire::parse_page(&url, &body)
     }

@@ -48,6 +48,18 @@ pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
     }
 }
 
+/// The `last_updated` of a raw entry, if it is an object that has one as a
+/// string (for the cursor of an incremental read, rejected entries too).
+pub fn last_updated(entry: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        last_updated: Option<String>,
+    }
+    serde_json::from_str::<Stamp>(entry.get())
+        .ok()?
+        .last_updated
+}
+
 /// A 2xx body as a list page. Anything else (an HTML error page, a body cut
 /// short, the bare `{}` the API sometimes answers) is a `Parse` error: the
 /// same bytes would parse the same way on every attempt. The entries are

@@ -206,3 +206,46 @@ async fn unreadable_entries_go_to_the_rejects_table_once_and_exit_3() {
     drop_table(&table).await;
     drop_table(&rejects).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn incremental_loads_into_postgres_read_only_what_changed() {
+    let table = format!("etl_test_incremental_{}", std::process::id());
+    drop_table(&table).await;
+    let mut data: Vec<serde_json::Value> =
+        serde_json::from_str(etl_sources::replay::BUNDLED_LAUNCHES_2_3_0).unwrap();
+    let at_230 = |launches: Vec<serde_json::Value>| Replay {
+        path: "/2.3.0/launches/upcoming/".into(),
+        ..Replay::new(launches)
+    };
+    let incremental = |url: &str| {
+        let mut command = launches(url, 5, &table);
+        command.arg("--incremental");
+        command
+    };
+
+    let server = ReplayServer::start(at_230(data.clone())).await.unwrap();
+    let first = incremental(server.url().as_str()).output().await.unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!((new_rows(&first), server.requests()), (12, 3));
+    drop(server);
+
+    data[4]["last_updated"] = serde_json::json!("2026-11-20T00:00:00Z");
+    data[4]["net"] = serde_json::json!("2027-03-01T00:00:00Z");
+    let server = ReplayServer::start(at_230(data)).await.unwrap();
+    let second = incremental(server.url().as_str()).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        stdout.contains("incremental since 2026-11-12T12:00:00Z"),
+        "{stdout}"
+    );
+    assert_eq!((new_rows(&second), server.requests()), (1, 1));
+    let third = incremental(server.url().as_str()).output().await.unwrap();
+    assert_eq!((new_rows(&third), server.requests()), (0, 2));
+    assert_eq!(table_rows(&table).await, (13, 12));
+    drop_table(&table).await;
+}

@@ -463,6 +463,35 @@ async fn logged<T>(f: impl std::future::Future<Output = T>) -> (T, String) {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_server_asked_waits_add_up_and_pages_total_follows_count() {
+    let server = MockServer::start().await;
+    for wait in ["30", "12"] {
+        Mock::given(path(LIST))
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", wait))
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+    }
+    Mock::given(path(LIST))
+        .respond_with(ResponseTemplate::new(200).set_body_json(page(
+            &["a", "b"],
+            Some(format!("{}{LIST}?offset=2", server.uri())),
+        )))
+        .mount(&server)
+        .await;
+    let mut source = source(&server, options()).await;
+    assert_eq!(
+        (source.throttled(), source.pages_total()),
+        (Duration::ZERO, None)
+    );
+    source.next_page().await.unwrap().unwrap();
+    assert_eq!(source.throttled(), Duration::from_secs(42));
+    // count 99, 2 a page (the first page's length, with no --limit).
+    assert_eq!(source.pages_total(), Some(50));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_long_wait_is_announced_with_its_end() {
     let throttled = ResponseTemplate::new(429).insert_header("retry-after", "2429");
     let ((result, _, _), log) = logged(after_one(throttled)).await;
