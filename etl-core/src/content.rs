@@ -12,15 +12,13 @@ pub use idempotent::IdempotentSink;
 use sha2::{Digest as _, Sha256};
 use std::io;
 
-use crate::{EtlError, Row};
+use crate::parallel;
+use crate::{EtlError, Record, Row};
 
 /// A content key in binary: the SHA-256 digest that [`content_id`] formats
 /// as hex. Stored this way it costs 32 bytes instead of a 64-byte `String`
 /// plus its heap header.
 pub(crate) type Digest = [u8; 32];
-
-/// The kind tag under which [`Row::content_key`] hashes rows.
-pub(crate) const ROW_KIND: &str = "row";
 
 /// The content id of `canonical` under the entity kind `kind`: lowercase hex
 /// SHA-256 of `kind`, one `0x00` byte, then `canonical`.
@@ -98,8 +96,27 @@ impl io::Write for HashWriter<'_> {
     }
 }
 
+/// The content key of any [`Record`]: [`content_id`]`(T::KIND,
+/// serde_json::to_string(row))`, computed without building the string.
+///
+/// Fallible on purpose: a row that cannot be serialised gets an
+/// [`EtlError::Parse`], never a shared fallback key that would make distinct
+/// rows look like duplicates and silently drop them.
+///
+/// ```
+/// use etl_core::{content_id, content_key, Launch, Row};
+///
+/// let row = Row::Launches(Launch { id: "1".into(), name: "Electron".into(), ..Default::default() });
+/// assert_eq!(content_key(&row)?, content_id("row", &serde_json::to_string(&row)?));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn content_key<T: Record + ?Sized>(row: &T) -> Result<String, EtlError> {
+    record_digest(row).map(hex::encode)
+}
+
 impl Row {
-    /// The row's content key: [`content_id`]`("row", serde_json::to_string(self))`.
+    /// The row's content key: [`content_id`]`("row", serde_json::to_string(self))`
+    /// (the [`content_key`] of a [`Row`]).
     ///
     /// Fallible on purpose: a row that cannot be serialised gets an
     /// [`EtlError::Parse`], never a shared fallback key that would make
@@ -114,17 +131,67 @@ impl Row {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn content_key(&self) -> Result<String, EtlError> {
-        self.digest().map(hex::encode)
+        content_key(self)
     }
+}
 
-    /// The binary form of [`Row::content_key`].
-    pub(crate) fn digest(&self) -> Result<Digest, EtlError> {
-        let mut hasher = kind_hasher(ROW_KIND);
-        serde_json::to_writer(HashWriter(&mut hasher), self).map_err(|e| {
+/// The binary form of [`content_key`]: the JSON streams into the hasher.
+pub(crate) fn record_digest<T: Record + ?Sized>(row: &T) -> Result<Digest, EtlError> {
+    debug_assert!(
+        !T::KIND.contains('\0'),
+        "Record::KIND {:?} holds a NUL byte",
+        T::KIND
+    );
+    let mut hasher = kind_hasher(T::KIND);
+    serde_json::to_writer(HashWriter(&mut hasher), row).map_err(|e| {
+        EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
+    })?;
+    Ok(hasher.finalize().into())
+}
+
+/// The digests of `rows`, in order, on every core for a large batch
+/// (the first row that cannot be serialised fails them all).
+pub(crate) fn record_digests<T: Record>(rows: &[T]) -> Result<Vec<Digest>, EtlError> {
+    parallel::try_map(rows, |row| record_digest(row))
+}
+
+/// A record's canonical JSON and its content key, computed from that same
+/// text: what a sink that stores the JSON needs (see [`canonical_batch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Canonical {
+    /// [`content_key`] of the record.
+    pub key: String,
+    /// `serde_json::to_string` of the record.
+    pub json: String,
+}
+
+/// Each row's [`Canonical`] form, in order: serialised once and hashed, on
+/// every core for a batch of 128 rows or more (as [`IdempotentSink`] does).
+/// For a sink that stores the JSON text, such as a database table keyed by
+/// the content key.
+///
+/// ```
+/// use etl_core::content::canonical_batch;
+/// use etl_core::{content_key, Launch, Row};
+///
+/// let rows: Vec<Row> = (0..100)
+///     .map(|i| Row::Launches(Launch { id: i.to_string(), name: "Electron".into(), ..Default::default() }))
+///     .collect();
+/// let encoded = canonical_batch(&rows)?;
+/// assert_eq!(encoded[42].key, content_key(&rows[42])?);
+/// assert_eq!(encoded[42].json, serde_json::to_string(&rows[42])?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError> {
+    parallel::try_map(rows, |row| {
+        let json = serde_json::to_string(row).map_err(|e| {
             EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
         })?;
-        Ok(hasher.finalize().into())
-    }
+        Ok(Canonical {
+            key: content_id(T::KIND, &json),
+            json,
+        })
+    })
 }
 
 /// Parses a key as [`content_id`] formats it (64 lowercase hex digits).

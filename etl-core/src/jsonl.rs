@@ -2,14 +2,18 @@
 
 use async_trait::async_trait;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use crate::content::{digest, Digest, ROW_KIND};
-use crate::{EtlError, Row, Sink};
+mod stored;
 
-/// A [`Sink`] appending each row as `serde_json::to_string(row)` + `\n`.
+pub(crate) use stored::stored_digests;
+
+use crate::{EtlError, Record, Row, Sink};
+
+/// A [`Sink`] appending each row as `serde_json::to_string(row)` + `\n`,
+/// for rows of any [`Record`] type ([`Row`] by default).
 ///
 /// Crash safety:
 /// - a batch goes to the file in one `write_all`, then `sync_data` (unless
@@ -80,64 +84,30 @@ impl JsonlSink {
     /// [`crate::content_id`] of each stored line under the "row" kind, which
     /// is exactly its row's [`Row::content_key`].
     pub fn content_keys(&self) -> Result<Vec<String>, EtlError> {
+        self.record_keys::<Row>()
+    }
+
+    /// [`JsonlSink::content_keys`] for a file of records of type `T`: each
+    /// stored line hashed under `T::KIND`, which is exactly that record's
+    /// [`crate::content_key`].
+    pub fn record_keys<T: Record>(&self) -> Result<Vec<String>, EtlError> {
         let _writer = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        read_content_keys(&self.path)
+        read_record_keys::<T>(&self.path)
     }
 }
 
 /// The content keys of the rows stored in the JSONL file at `path` (see
 /// [`JsonlSink::content_keys`]). A missing file holds no rows; a last line
-/// without its `\n` is a torn write, not a row, and is skipped.
+/// without its `\n` is a torn write, not a row, and is skipped. The lines
+/// are hashed on every core.
 pub fn read_content_keys(path: impl AsRef<Path>) -> Result<Vec<String>, EtlError> {
-    let mut keys = Vec::new();
-    for_each_stored_row(path.as_ref(), |digest| keys.push(hex::encode(digest)))?;
-    Ok(keys)
+    read_record_keys::<Row>(path)
 }
 
-/// Calls `each` with the binary content key of every whole line of the file
-/// at `path`, hashing each line where it lies in the read buffer.
-pub(crate) fn for_each_stored_row(
-    path: &Path,
-    mut each: impl FnMut(Digest),
-) -> Result<(), EtlError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_error(path, "open", e)),
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    // A line that straddles two reads is gathered here; every other line is
-    // hashed where it lies in the read buffer, without a copy.
-    let mut partial: Vec<u8> = Vec::new();
-    let mut number = 0u64;
-    loop {
-        let buf = reader.fill_buf().map_err(|e| io_error(path, "read", e))?;
-        if buf.is_empty() {
-            // What is left without its `\n` is a torn write, not a row.
-            return Ok(());
-        }
-        let mut rest = buf;
-        while let Some(end) = memchr::memchr(b'\n', rest) {
-            let line = if partial.is_empty() {
-                &rest[..end]
-            } else {
-                partial.extend_from_slice(&rest[..end]);
-                &partial[..]
-            };
-            number += 1;
-            if !line.is_empty() {
-                if !is_json_shaped(line) {
-                    tracing::warn!(path = %path.display(), line = number, "a line of the output is not a row (hand-edited or corrupted?); left as it is");
-                }
-                each(digest(ROW_KIND, line));
-            }
-            partial.clear();
-            rest = &rest[end + 1..];
-        }
-        partial.extend_from_slice(rest);
-        let consumed = buf.len();
-        reader.consume(consumed);
-    }
+/// [`read_content_keys`] for records of type `T`: the keys under `T::KIND`.
+pub fn read_record_keys<T: Record>(path: impl AsRef<Path>) -> Result<Vec<String>, EtlError> {
+    let digests = stored_digests(path.as_ref(), T::KIND)?;
+    Ok(digests.iter().map(hex::encode).collect())
 }
 
 /// Whether `line` has the outline of one JSON value as `serde_json` writes
@@ -231,8 +201,8 @@ pub(crate) fn io_error(path: &Path, what: &str, e: std::io::Error) -> EtlError {
 }
 
 #[async_trait]
-impl Sink for JsonlSink {
-    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+impl<T: Record> Sink<T> for JsonlSink {
+    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
         if rows.is_empty() {
             return Ok(0);
         }
@@ -272,7 +242,7 @@ mod tests {
         let sink = JsonlSink::open(&path).unwrap();
         assert_eq!(sink.load(&[row("a"), row("b")]).await.unwrap(), 2);
         assert_eq!(sink.load(&[row("c")]).await.unwrap(), 1);
-        assert_eq!(sink.load(&[]).await.unwrap(), 0);
+        assert_eq!(sink.load(&[] as &[Row]).await.unwrap(), 0);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, line(&row("a")) + &line(&row("b")) + &line(&row("c")));
         for l in text.lines() {

@@ -6,7 +6,9 @@
 //!   addressing, so that re-running a pipeline writes each row at most once;
 //! - the types they live on: [`EtlError`] (each failure classified as
 //!   transient or permanent), [`Row`] / [`Launch`], the [`Sink`] trait and
-//!   [`JsonlSink`].
+//!   [`JsonlSink`];
+//! - [`Record`]: any row type of your own (a `Serialize` struct) gets the
+//!   same exactly-once writes, with [`content_key`] as its identity.
 //!
 //! Data walks one way: source page -> [`Row`]s -> [`IdempotentSink`] ->
 //! [`JsonlSink`] -> file.
@@ -42,6 +44,8 @@ pub mod content;
 mod error;
 mod jsonl;
 mod launch;
+mod parallel;
+mod record;
 mod reject;
 pub mod retry;
 mod row;
@@ -52,11 +56,13 @@ mod test_log;
 pub use content::{content_id, IdempotentSink};
 pub use retry::{with_retry, RetryPolicy};
 
+pub use content::content_key;
 pub use error::EtlError;
-pub use jsonl::{read_content_keys, JsonlSink};
+pub use jsonl::{read_content_keys, read_record_keys, JsonlSink};
 pub use launch::{
     Agency, Launch, Location, Mission, Orbit, Pad, Rocket, RocketConfiguration, Status,
 };
+pub use record::Record;
 pub use reject::{JsonlRejects, Reject, RejectSink};
 pub use row::Row;
 pub use sink::Sink;

@@ -4,7 +4,9 @@ use async_trait::async_trait;
 
 use crate::{EtlError, Row};
 
-/// A destination for rows.
+/// A destination for rows of type `T` ([`Row`] unless said otherwise: the
+/// seed's `impl Sink for MySink { async fn load(&self, rows: &[Row]) ... }`
+/// is an `impl Sink<Row>`).
 ///
 /// `load` returns how many rows it wrote. An `Ok` means those rows are
 /// written (as durably as the sink promises); an `Err` means the caller must
@@ -28,15 +30,15 @@ use crate::{EtlError, Row};
 /// }
 /// ```
 #[async_trait]
-pub trait Sink: Send + Sync {
+pub trait Sink<T: Sync = Row>: Send + Sync {
     /// Writes `rows` and returns how many were written.
-    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError>;
+    async fn load(&self, rows: &[T]) -> Result<usize, EtlError>;
 }
 
 /// A shared sink is a sink: lets one sink serve several pipelines or tasks.
 #[async_trait]
-impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
-    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
+    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
         (**self).load(rows).await
     }
 }

@@ -271,3 +271,102 @@ async fn many_concurrent_loads_write_each_row_exactly_once() {
     // an error, so the counts can only fall short, never overshoot.
     assert!(reported <= 20, "counted {reported} writes of 20 rows");
 }
+
+/// Rows enough for the keys to be computed on every core and in slices.
+fn big_batch(n: usize) -> Vec<Row> {
+    (0..n).map(|i| row(&format!("r{i:05}"))).collect()
+}
+
+#[tokio::test]
+async fn a_large_batch_keeps_order_first_copies_and_keys() {
+    let mut rows = big_batch(1500);
+    // Duplicates across the slices and the per-core parts.
+    rows.insert(900, rows[3].clone());
+    rows.insert(1300, rows[1100].clone());
+    let sink = IdempotentSink::new(Recorder::default());
+    assert_eq!(sink.load(&rows).await.unwrap(), 1500);
+    assert_eq!(sink.inner().written_ids(), ids(&big_batch(1500)));
+    for r in &rows {
+        assert!(sink.is_seen(&r.content_key().unwrap()));
+    }
+    assert_eq!(sink.load(&rows).await.unwrap(), 0);
+    assert_eq!(sink.inner().calls(), 1);
+}
+
+#[tokio::test]
+async fn a_large_batch_with_an_unserialisable_row_marks_nothing() {
+    #[derive(Clone)]
+    struct Odd(u32);
+    impl serde::Serialize for Odd {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            if self.0 == 1234 {
+                return Err(serde::ser::Error::custom("row 1234 cannot be written"));
+            }
+            s.serialize_u32(self.0)
+        }
+    }
+    impl Record for Odd {}
+    struct Counting(AtomicU32);
+    #[async_trait]
+    impl Sink<Odd> for Counting {
+        async fn load(&self, rows: &[Odd]) -> Result<usize, EtlError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(rows.len())
+        }
+    }
+    let rows: Vec<Odd> = (0..2000).map(Odd).collect();
+    let sink = IdempotentSink::new(Counting(AtomicU32::new(0)));
+    let e = sink.load(&rows).await.unwrap_err();
+    assert!(e.to_string().contains("row 1234"), "{e}");
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.inner().0.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_failed_or_cancelled_large_write_gives_its_keys_back() {
+    let rows = big_batch(1200);
+    let sink = IdempotentSink::new(Recorder::scripted([Step::Fail, Step::Hang]));
+    assert!(sink.load(&rows).await.is_err());
+    assert_eq!(sink.seen_count(), 0);
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), sink.load(&rows)).await;
+    assert!(cancelled.is_err(), "the hanging write was cut");
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.load(&rows).await.unwrap(), 1200);
+    assert_eq!(sink.inner().written_ids(), ids(&rows));
+}
+
+#[test]
+fn a_large_load_lets_other_tasks_run_on_a_current_thread_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let other_ran = Arc::new(AtomicU32::new(0));
+    /// Records whether the other task ran before the write began, i.e.
+    /// while the batch was being hashed.
+    struct Witness(Arc<AtomicU32>, AtomicU32);
+    #[async_trait]
+    impl Sink for Witness {
+        async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+            self.1
+                .store(self.0.load(Ordering::SeqCst), Ordering::SeqCst);
+            Ok(rows.len())
+        }
+    }
+    let sink = IdempotentSink::new(Witness(other_ran.clone(), AtomicU32::new(0)));
+    let rows = big_batch(5 * YIELD_EVERY);
+    runtime.block_on(async {
+        let flag = other_ran.clone();
+        tokio::spawn(async move {
+            loop {
+                flag.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        });
+        assert_eq!(sink.load(&rows).await.unwrap(), rows.len());
+    });
+    let ran = sink.inner().1.load(Ordering::SeqCst);
+    assert!(
+        ran >= 4,
+        "the other task ran {ran} times while the batch was hashed"
+    );
+}

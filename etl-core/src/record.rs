@@ -1,0 +1,55 @@
+//! [`Record`]: any row type a sink can store and content-address.
+
+use serde::Serialize;
+
+use crate::Row;
+
+/// A row type: anything `Serialize` that a [`crate::Sink`] can store and
+/// [`crate::IdempotentSink`] can content-address.
+///
+/// Its content key is [`crate::content_id`]`(T::KIND, serde_json::to_string(row))`
+/// ([`crate::content_key`]). The kind tag comes from the type, not from the
+/// sink: a record's key is a property of its data, the same whichever sink
+/// or process computes it, and two types whose JSON happens to coincide stay
+/// apart when their kinds differ. `KIND` defaults to `"row"`, the kind
+/// [`Row`] has always used, so an implementation is often one line.
+///
+/// ```
+/// use etl_core::{content_id, content_key, Record};
+/// use serde::Serialize;
+///
+/// #[derive(Serialize)]
+/// struct Reading { sensor: String, celsius: f64 }
+///
+/// impl Record for Reading {
+///     const KIND: &'static str = "reading";
+/// }
+///
+/// let r = Reading { sensor: "t1".into(), celsius: 21.5 };
+/// assert_eq!(content_key(&r)?, content_id("reading", r#"{"sensor":"t1","celsius":21.5}"#));
+/// # Ok::<(), etl_core::EtlError>(())
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an etl_core::Record",
+    label = "a sink stores and content-addresses Records",
+    note = "add `impl etl_core::Record for {Self} {{}}` (its content keys then use the kind \"row\"), or set `const KIND`"
+)]
+pub trait Record: Serialize + Send + Sync {
+    /// The kind tag its content keys are hashed under. Must not hold a NUL
+    /// byte (the separator of [`crate::content_id`]).
+    const KIND: &'static str = "row";
+
+    /// The record's own id, if it has one, kept beside it where a sink has
+    /// room (the `launch_id` column of `etl-postgres`). `None` by default.
+    fn record_id(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Record for Row {
+    fn record_id(&self) -> Option<String> {
+        match self {
+            Row::Launches(launch) => Some(launch.id.clone()),
+        }
+    }
+}
