@@ -1,7 +1,8 @@
 //! Exactly-once loads of etl-core rows into PostgreSQL, for many workers at
 //! once.
 //!
-//! [`PostgresSink`] keeps each row under its [`Row::content_key`] as the
+//! [`PostgresSink`] keeps each row (any [`Record`]: launches, or rows of your
+//! own) under its [`etl_core::content_key`] as the
 //! table's primary key and loads a batch with one `INSERT ... ON CONFLICT
 //! (content_key) DO NOTHING`: the database itself makes "each row once" true
 //! across processes and machines, in the same statement that writes the
@@ -30,7 +31,8 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::{content_id, EtlError, Reject, RejectSink, Row, Sink};
+use etl_core::content::{canonical_batch, Canonical};
+use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
@@ -41,6 +43,9 @@ pub use table::TableName;
 
 /// A [`Sink`] into one PostgreSQL table: `content_key text PRIMARY KEY,
 /// row jsonb, launch_id text, loaded_at timestamptz`, created if missing.
+/// Rows may be of any [`Record`] type ([`etl_core::Row`] for launches): the key is
+/// [`etl_core::content_key`], `row` the record's JSON and `launch_id` its
+/// [`Record::record_id`] (a launch's id; `NULL` for a type without one).
 ///
 /// `load` writes a batch in one statement (the rows travel as three arrays
 /// through `UNNEST`, not one statement a row) and returns how many rows were
@@ -166,26 +171,22 @@ fn one<T: for<'a> tokio_postgres::types::FromSql<'a>>(
 }
 
 #[async_trait]
-impl Sink for PostgresSink {
-    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+impl<T: Record> Sink<T> for PostgresSink {
+    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
         if rows.is_empty() {
             return Ok(0);
         }
-        // Every key and canonical form before the database sees any. Each
-        // row is serialised once: its key is the hash of that same text
-        // (exactly what `Row::content_key` computes).
+        // Every key and canonical form before the database sees any, on
+        // every core for a large batch. Each row is serialised once: its key
+        // is the hash of that same text (exactly what `content_key` computes).
+        let encoded = canonical_batch(rows)?;
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
         let mut ids = Vec::with_capacity(rows.len());
-        for row in rows {
-            let doc = serde_json::to_string(row).map_err(|e| {
-                EtlError::Parse(format!("row cannot be serialised for PostgreSQL: {e}"))
-            })?;
-            keys.push(content_id("row", &doc));
-            docs.push(doc);
-            ids.push(match row {
-                Row::Launches(launch) => launch.id.clone(),
-            });
+        for (row, Canonical { key, json }) in rows.iter().zip(encoded) {
+            keys.push(key);
+            docs.push(json);
+            ids.push(row.record_id());
         }
         let sql = format!(
             "INSERT INTO {} (content_key, row, launch_id) \
