@@ -62,3 +62,22 @@ pub fn rows(n: usize) -> Vec<Row> {
         })
         .collect()
 }
+
+/// Ten real Launch Library 2.3.0 launches (etl-core's test data, from the
+/// API's upcoming endpoint).
+const REAL_LAUNCHES: &str =
+    include_str!("../../etl-core/tests/data/ll2-2.3.0-upcoming-results.json");
+
+/// `n` distinct rows made from the real launches (about 1.3 KB each as
+/// JSON): each copy with its own id and `last_updated`.
+pub fn real_rows(n: usize) -> Vec<Row> {
+    let base: Vec<Launch> = serde_json::from_str(REAL_LAUNCHES).expect("the real launches parse");
+    (0..n)
+        .map(|i| {
+            let mut launch = base[i % base.len()].clone();
+            launch.id = format!("{}-{i:08}", &launch.id[..27]);
+            launch.last_updated = Some(format!("2026-11-{:02}T{:02}:00:00Z", 1 + i % 28, i % 24));
+            Row::Launches(launch)
+        })
+        .collect()
+}
