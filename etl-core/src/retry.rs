@@ -9,7 +9,7 @@ mod classify;
 mod jitter;
 
 pub use budget::RetryBudget;
-pub use builder::{Observer, Retry, RetryEvent};
+pub use builder::{Observer, Retry, RetryEvent, RetryReport, RetryWhen, Stop};
 pub use classify::RetryableError;
 pub use jitter::Jitter;
 

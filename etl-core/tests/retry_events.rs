@@ -85,3 +85,33 @@ fn retry_emits_one_event_per_retry_with_its_facts() {
     assert_eq!(second["delay_ms"], "3000");
     assert_eq!(second["retry_after"], "true");
 }
+
+#[test]
+fn giving_up_is_one_event_naming_the_reason() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let policy = RetryPolicy {
+        max_attempts: 2,
+        ..RetryPolicy::default()
+    };
+    let result: Result<(), _> = runtime.block_on(with_retry(policy, || async {
+        Err(EtlError::Network("connection reset".into()))
+    }));
+    assert!(result.is_err());
+    let events = recorder.0.lock().unwrap();
+    let gave_up: Vec<_> = events
+        .iter()
+        .filter(|(_, f)| f.contains_key("reason"))
+        .collect();
+    assert_eq!(gave_up.len(), 1, "{events:?}");
+    let (level, fields) = gave_up[0];
+    assert_eq!(*level, Level::WARN);
+    assert_eq!(fields["reason"], "Exhausted");
+    assert_eq!(fields["attempts"], "2");
+    assert!(fields["error"].contains("connection reset"));
+}

@@ -40,7 +40,7 @@ macro_rules! attempt_then_retry {
             // at least; one allocation is nothing beside that.
             $crate::retry::builder::retry_boxed($retry, $started, $op, err)
         };
-        retrying.await
+        retrying.await.0
     }};
 }
 pub(crate) use attempt_then_retry;
@@ -134,12 +134,62 @@ impl fmt::Debug for Retry<'_> {
     }
 }
 
-/// Why the loop stopped retrying before `max_attempts`, for the log.
-#[derive(Debug)]
-enum Stop {
+/// Why a retry loop stopped ([`RetryReport::stop`]); the give-up `tracing`
+/// event names the same reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Stop {
+    /// An attempt succeeded.
+    Succeeded,
+    /// An attempt failed with an error that is not transient.
+    Permanent,
+    /// `max_attempts` attempts ran, and the last failed.
+    Exhausted,
+    /// The next wait would have ended past the deadline.
     Deadline,
+    /// The server asked for a longer wait than `max_retry_after` allows.
     RetryAfterCeiling,
+    /// The shared [`RetryBudget`] could not pay for another retry.
     Budget,
+}
+
+/// How a call ended: from [`Retry::run_with_report`] and
+/// [`Retry::run_blocking_with_report`].
+///
+/// ```
+/// use etl_core::retry::{Retry, Stop};
+/// use etl_core::{EtlError, RetryPolicy};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let (result, report) = Retry::new(RetryPolicy::default())
+///     .run_with_report(|| async { Err::<(), _>(EtlError::Network("reset".into())) })
+///     .await;
+/// assert!(result.is_err());
+/// assert_eq!(report.attempts, 4);
+/// assert_eq!(report.slept, Duration::from_millis(200 + 400 + 800));
+/// assert_eq!(report.stop, Stop::Exhausted);
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryReport {
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// Time spent waiting between attempts.
+    pub slept: Duration,
+    /// Why the loop stopped.
+    pub stop: Stop,
+}
+
+impl RetryReport {
+    fn first(stop: Stop) -> Self {
+        RetryReport {
+            attempts: 1,
+            slept: Duration::ZERO,
+            stop,
+        }
+    }
 }
 
 impl<'a> Retry<'a> {
@@ -218,6 +268,145 @@ impl<'a> Retry<'a> {
         attempt_then_retry!(self, started, op)
     }
 
+    /// [`Retry::run`], and how the call ended: attempts, time slept, and
+    /// why it stopped ([`RetryReport`]). The success path builds nothing
+    /// more than `run`'s.
+    pub async fn run_with_report<F, Fut, T, E>(self, mut op: F) -> (Result<T, E>, RetryReport)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: RetryableError,
+    {
+        let started = self.deadline.map(|_| Instant::now());
+        let err = match op().await {
+            Ok(value) => {
+                self.succeeded();
+                return (Ok(value), RetryReport::first(Stop::Succeeded));
+            }
+            Err(err) => err,
+        };
+        if !err.is_transient() {
+            return (Err(err), RetryReport::first(Stop::Permanent));
+        }
+        if self.policy.max_attempts <= 1 {
+            return (Err(err), RetryReport::first(Stop::Exhausted));
+        }
+        retry_boxed(self, started, op, err).await
+    }
+
+    /// [`Retry::run`] for blocking code: `op` is a plain `FnMut` returning a
+    /// `Result`, and the waits are `std::thread::sleep`. Needs no tokio
+    /// runtime; every option applies (the deadline is measured on
+    /// `std::time::Instant`).
+    ///
+    /// ```
+    /// use etl_core::retry::Retry;
+    /// use etl_core::{EtlError, RetryPolicy};
+    /// use std::time::Duration;
+    ///
+    /// let policy = RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(1), max_delay: Duration::from_millis(2) };
+    /// let mut calls = 0;
+    /// let answer = Retry::new(policy).run_blocking(|| {
+    ///     calls += 1;
+    ///     if calls < 3 { Err(EtlError::Network("reset".into())) } else { Ok(calls) }
+    /// });
+    /// assert_eq!(answer.unwrap(), 3);
+    /// ```
+    pub fn run_blocking<F, T, E>(self, op: F) -> Result<T, E>
+    where
+        F: FnMut() -> Result<T, E>,
+        E: RetryableError,
+    {
+        self.run_blocking_with_report(op).0
+    }
+
+    /// [`Retry::run_blocking`], and how the call ended.
+    pub fn run_blocking_with_report<F, T, E>(self, mut op: F) -> (Result<T, E>, RetryReport)
+    where
+        F: FnMut() -> Result<T, E>,
+        E: RetryableError,
+    {
+        let started = std::time::Instant::now();
+        let mut rng = None;
+        let mut report = RetryReport::first(Stop::Succeeded);
+        loop {
+            let err = match op() {
+                Ok(value) => {
+                    self.succeeded();
+                    return (Ok(value), report);
+                }
+                Err(err) => err,
+            };
+            let elapsed = self.deadline.map(|_| started.elapsed());
+            match self.next_delay(report.attempts, elapsed, &err, &mut rng) {
+                Ok((delay, server_chose)) => {
+                    self.announce(report.attempts, delay, server_chose, &err);
+                    std::thread::sleep(delay);
+                    report.slept = report.slept.saturating_add(delay);
+                    report.attempts = report.attempts.saturating_add(1);
+                }
+                Err(stop) => {
+                    report.stop = stop;
+                    give_up(&report, &err);
+                    return (Err(err), report);
+                }
+            }
+        }
+    }
+
+    /// Decides what is retried with `pred` instead of
+    /// [`RetryableError::is_transient`], so the error type needs no
+    /// `RetryableError` impl at all (only `Display`, for the log): a foreign
+    /// type such as `std::io::Error` can be retried. No server delay is
+    /// known then; the backoff decides every wait.
+    ///
+    /// ```
+    /// use etl_core::retry::Retry;
+    /// use etl_core::RetryPolicy;
+    /// use std::io;
+    ///
+    /// fn interrupted(e: &io::Error) -> bool {
+    ///     e.kind() == io::ErrorKind::Interrupted
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut calls = 0;
+    /// let read = Retry::new(RetryPolicy::default())
+    ///     .when(interrupted)
+    ///     .run(|| {
+    ///         calls += 1;
+    ///         let r = if calls == 1 { Err(io::Error::from(io::ErrorKind::Interrupted)) } else { Ok(7) };
+    ///         async move { r }
+    ///     })
+    ///     .await;
+    /// assert_eq!(read.unwrap(), 7);
+    /// # }
+    /// ```
+    pub fn when<E>(self, pred: fn(&E) -> bool) -> RetryWhen<'a, E> {
+        RetryWhen { retry: self, pred }
+    }
+
+    /// Logs a retry and tells the observer, before its wait.
+    fn announce(&self, attempt: u32, delay: Duration, server_chose: bool, err: &dyn fmt::Display) {
+        tracing::warn!(
+            attempt,
+            max_attempts = self.policy.max_attempts,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            retry_after = server_chose,
+            error = %err,
+            "transient failure, retrying"
+        );
+        if let Some(observer) = self.on_retry {
+            observer(&RetryEvent {
+                attempt,
+                delay,
+                server_delay: server_chose,
+                error: err,
+            });
+        }
+    }
+
     // Inline: on the success path of every entry point, and a no-op there
     // unless a budget is set. Across crates an un-inlined call would build
     // a whole `Retry` on the stack just to find that out.
@@ -229,21 +418,24 @@ impl<'a> Retry<'a> {
     }
 
     /// The wait before the attempt after `attempt`, and whether the server
-    /// chose it; `Err` says why not to retry (`None`: no more attempts, or a
-    /// permanent error, which needs no log line of its own).
+    /// chose it; `Err` says why not to retry. `elapsed`: time since the
+    /// first attempt began (known when a deadline is set).
     fn next_delay<E: RetryableError>(
         &self,
         attempt: u32,
-        started: Option<Instant>,
+        elapsed: Option<Duration>,
         err: &E,
         rng: &mut Option<fastrand::Rng>,
-    ) -> Result<(Duration, bool), Option<Stop>> {
-        if attempt >= self.policy.max_attempts || !err.is_transient() {
-            return Err(None);
+    ) -> Result<(Duration, bool), Stop> {
+        if !err.is_transient() {
+            return Err(Stop::Permanent);
+        }
+        if attempt >= self.policy.max_attempts {
+            return Err(Stop::Exhausted);
         }
         let (delay, server_chose) = match err.retry_after() {
             Some(asked) if self.max_retry_after.is_some_and(|ceiling| asked > ceiling) => {
-                return Err(Some(Stop::RetryAfterCeiling));
+                return Err(Stop::RetryAfterCeiling);
             }
             Some(asked) => (asked, true),
             None => {
@@ -261,13 +453,13 @@ impl<'a> Retry<'a> {
                 (delay, false)
             }
         };
-        if let (Some(deadline), Some(started)) = (self.deadline, started) {
-            if started.elapsed().saturating_add(delay) > deadline {
-                return Err(Some(Stop::Deadline));
+        if let (Some(deadline), Some(elapsed)) = (self.deadline, elapsed) {
+            if elapsed.saturating_add(delay) > deadline {
+                return Err(Stop::Deadline);
             }
         }
         if self.budget.is_some_and(|budget| !budget.try_withdraw()) {
-            return Err(Some(Stop::Budget));
+            return Err(Stop::Budget);
         }
         Ok((delay, server_chose))
     }
@@ -283,7 +475,7 @@ pub(crate) fn retry_boxed<'a, F, Fut, T, E>(
     started: Option<Instant>,
     op: F,
     err: E,
-) -> Pin<Box<impl Future<Output = Result<T, E>> + use<'a, F, Fut, T, E>>>
+) -> Pin<Box<impl Future<Output = (Result<T, E>, RetryReport)> + use<'a, F, Fut, T, E>>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -298,48 +490,128 @@ async fn retry_after_failure<F, Fut, T, E>(
     started: Option<Instant>,
     mut op: F,
     mut err: E,
-) -> Result<T, E>
+) -> (Result<T, E>, RetryReport)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     E: RetryableError,
 {
     let mut rng = None;
-    let mut attempt: u32 = 1;
+    let mut report = RetryReport::first(Stop::Succeeded);
     loop {
-        let (delay, server_chose) = match retry.next_delay(attempt, started, &err, &mut rng) {
+        let elapsed = started.map(|s| s.elapsed());
+        let (delay, server_chose) = match retry.next_delay(report.attempts, elapsed, &err, &mut rng)
+        {
             Ok(next) => next,
             Err(stop) => {
-                if let Some(stop) = stop {
-                    tracing::warn!(attempt, reason = ?stop, error = %err, "giving up before max_attempts");
-                }
-                return Err(err);
+                report.stop = stop;
+                give_up(&report, &err);
+                return (Err(err), report);
             }
         };
-        tracing::warn!(
-            attempt,
-            max_attempts = retry.policy.max_attempts,
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            retry_after = server_chose,
-            error = %err,
-            "transient failure, retrying"
-        );
-        if let Some(observer) = retry.on_retry {
-            observer(&RetryEvent {
-                attempt,
-                delay,
-                server_delay: server_chose,
-                error: &err,
-            });
-        }
+        retry.announce(report.attempts, delay, server_chose, &err);
         tokio::time::sleep(delay).await;
+        report.slept = report.slept.saturating_add(delay);
+        report.attempts = report.attempts.saturating_add(1);
         err = match op().await {
             Ok(value) => {
                 retry.succeeded();
-                return Ok(value);
+                return (Ok(value), report);
             }
             Err(err) => err,
         };
-        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// The give-up event: one `warn` naming the reason, as the report does.
+fn give_up(report: &RetryReport, err: &dyn fmt::Display) {
+    tracing::warn!(attempts = report.attempts, reason = ?report.stop, error = %err, "giving up");
+}
+
+/// [`Retry`] with a predicate deciding what is retried ([`Retry::when`]).
+#[derive(Clone, Copy)]
+pub struct RetryWhen<'a, E> {
+    retry: Retry<'a>,
+    pred: fn(&E) -> bool,
+}
+
+impl<E> fmt::Debug for RetryWhen<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryWhen")
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An error with the predicate's verdict on it: what lets the one loop
+/// serve errors that have no `RetryableError` impl.
+struct Judged<E> {
+    err: E,
+    transient: bool,
+}
+
+impl<E: fmt::Display> fmt::Display for Judged<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.err.fmt(f)
+    }
+}
+
+impl<E: fmt::Display> RetryableError for Judged<E> {
+    fn is_transient(&self) -> bool {
+        self.transient
+    }
+}
+
+impl<'a, E: fmt::Display> RetryWhen<'a, E> {
+    /// [`Retry::run`], retrying the errors `pred` says to.
+    pub async fn run<F, Fut, T>(self, op: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_with_report(op).await.0
+    }
+
+    /// [`Retry::run_with_report`], retrying the errors `pred` says to.
+    pub async fn run_with_report<F, Fut, T>(self, mut op: F) -> (Result<T, E>, RetryReport)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let pred = self.pred;
+        let judged = move || {
+            let attempt = op();
+            async move {
+                attempt.await.map_err(|err| Judged {
+                    transient: pred(&err),
+                    err,
+                })
+            }
+        };
+        let (result, report) = self.retry.run_with_report(judged).await;
+        (result.map_err(|j| j.err), report)
+    }
+
+    /// [`Retry::run_blocking`], retrying the errors `pred` says to.
+    pub fn run_blocking<F, T>(self, op: F) -> Result<T, E>
+    where
+        F: FnMut() -> Result<T, E>,
+    {
+        self.run_blocking_with_report(op).0
+    }
+
+    /// [`Retry::run_blocking_with_report`], retrying the errors `pred` says to.
+    pub fn run_blocking_with_report<F, T>(self, mut op: F) -> (Result<T, E>, RetryReport)
+    where
+        F: FnMut() -> Result<T, E>,
+    {
+        let pred = self.pred;
+        let (result, report) = self.retry.run_blocking_with_report(|| {
+            op().map_err(|err| Judged {
+                transient: pred(&err),
+                err,
+            })
+        });
+        (result.map_err(|j| j.err), report)
     }
 }
