@@ -79,3 +79,37 @@ impl<T, E: RetryableError> RetryOutput for Result<T, E> {
         result
     }
 }
+
+/// [`RetryOutput`] without the `RetryableError` bound: the return types
+/// `#[retry(when = ...)]` serves, where the predicate decides what is
+/// retried.
+#[diagnostic::on_unimplemented(
+    message = "#[retry] needs a fn returning `Result<T, E>`, found `{Self}`",
+    label = "not a `Result`",
+    note = "only a `Result` can fail and be retried"
+)]
+pub trait RetryOutputAny: Sized {
+    /// The success type.
+    type Ok;
+    /// The error type.
+    type Err;
+    /// Into what the retry loop takes.
+    fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// Back into the declared type.
+    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
+}
+
+impl<T, E> RetryOutputAny for Result<T, E> {
+    type Ok = T;
+    type Err = E;
+
+    #[inline(always)]
+    fn into_result(self) -> Self {
+        self
+    }
+
+    #[inline(always)]
+    fn from_result(result: Self) -> Self {
+        result
+    }
+}

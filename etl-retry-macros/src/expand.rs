@@ -21,8 +21,16 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
     let krate = &policy.krate;
     // Where a wrong return type is reported, once: at the return type.
     let output_span = match &plan.shape {
-        Shape::Async { output } => output.span(),
+        Shape::Async { output } | Shape::Blocking { output } => output.span(),
         Shape::AsyncTrait => Span::call_site(),
+    };
+    let options = &policy.options;
+    // With `when`, the error needs no `RetryableError` impl: the return type
+    // is checked against the trait that does not ask for one.
+    let output_trait = if options.when.is_some() {
+        quote!(RetryOutputAny)
+    } else {
+        quote!(RetryOutput)
     };
     // Mixed-site: names the user's code cannot see or clash with. Those
     // whose types carry the return type are located at it, so that a wrong
@@ -55,7 +63,7 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             // the one error (RetryOutput's message) points there.
             let output_at = respan(output.to_token_stream(), output_span);
             let into_result = quote_spanned! {output.span()=>
-                <#output_at as #krate_at_output::__private::RetryOutput>::into_result(#result_var)
+                <#output_at as #krate_at_output::__private::#output_trait>::into_result(#result_var)
             };
             quote! {
                 // The declared type on the result makes `?` and type errors
@@ -66,6 +74,19 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
                     #into_result
                 };
                 #attempt_var
+            }
+        }
+        // A blocking body runs in a closure with the fn's return type, so
+        // `return`, `?` and type errors in it behave as in the fn itself.
+        Shape::Blocking { output } => {
+            let output_at = respan(output.to_token_stream(), output_span);
+            let into_result = quote_spanned! {output.span()=>
+                <#output_at as #krate_at_output::__private::#output_trait>::into_result(#result_var)
+            };
+            quote! {
+                #[allow(unreachable_code, clippy::needless_return, clippy::diverging_sub_expression)]
+                let #result_var = (|| -> #output #block)();
+                #into_result
             }
         }
         // `#[async_trait]` turned the body into an expression building a
@@ -79,10 +100,11 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             #attempt
         }
     };
+    let blocking = matches!(plan.shape, Shape::Blocking { .. });
     // Without options, the plain loop (`with_retry` for any retryable
-    // error); with them, `Retry` carrying each, in the order given below.
-    let options = &policy.options;
-    let call = if options.any() {
+    // error); with them, or for a blocking fn, `Retry` carrying each, in
+    // the order given below.
+    let call = if options.any() || blocking {
         let mut builder = quote!(#krate::retry::Retry::new(#policy_var));
         if let Some(variant) = &options.jitter {
             builder.extend(quote!(.jitter(#krate::retry::Jitter::#variant)));
@@ -103,7 +125,27 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         if let Some(budget) = &options.budget {
             builder.extend(quote_spanned!(budget.span()=> .budget(#budget)));
         }
-        quote_spanned! {output_span=> #builder.run(#closure) }
+        // Typed first, at the path, as a `fn(&E) -> bool` for the fn's own
+        // error type: a fn of the wrong type is reported there, once.
+        if let Some(when) = &options.when {
+            let pred = match &plan.shape {
+                Shape::Async { output } | Shape::Blocking { output } => {
+                    quote_spanned! {when.span()=>
+                        {
+                            let __retry_when: fn(&<#output as #krate_at_output::__private::RetryOutputAny>::Err) -> bool = #when;
+                            __retry_when
+                        }
+                    }
+                }
+                Shape::AsyncTrait => quote!(#when),
+            };
+            builder.extend(quote_spanned!(when.span()=> .when(#pred)));
+        }
+        if blocking {
+            quote_spanned! {output_span=> #builder.run_blocking(#closure) }
+        } else {
+            quote_spanned! {output_span=> #builder.run(#closure) }
+        }
     } else {
         quote_spanned! {output_span=>
             #krate_at_output::__private::with_policy(#policy_var, #closure)
@@ -113,7 +155,13 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         Shape::Async { output } => {
             let output_at = respan(output.to_token_stream(), output_span);
             quote_spanned! {output.span()=>
-                <#output_at as #krate_at_output::__private::RetryOutput>::from_result(#call.await)
+                <#output_at as #krate_at_output::__private::#output_trait>::from_result(#call.await)
+            }
+        }
+        Shape::Blocking { output } => {
+            let output_at = respan(output.to_token_stream(), output_span);
+            quote_spanned! {output.span()=>
+                <#output_at as #krate_at_output::__private::#output_trait>::from_result(#call)
             }
         }
         Shape::AsyncTrait => quote!(::std::boxed::Box::pin(#call)),

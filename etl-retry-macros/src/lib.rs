@@ -33,7 +33,10 @@ fn retry2(
         Err(e) => {
             // Not a fn: say so, and keep the item so no second error about
             // it going missing follows.
-            let e = syn::Error::new(e.span(), format!("#[retry] goes on an `async fn`: {e}"));
+            let e = syn::Error::new(
+                e.span(),
+                format!("#[retry] goes on a fn (`async` or blocking): {e}"),
+            );
             return quote::quote!(#item)
                 .into_iter()
                 .chain(e.into_compile_error())

@@ -18,6 +18,12 @@ pub enum Shape {
         /// The declared return type.
         output: Box<Type>,
     },
+    /// A blocking `fn ... -> Result<T, E>`: the body becomes one attempt of
+    /// a loop that sleeps on the thread.
+    Blocking {
+        /// The declared return type.
+        output: Box<Type>,
+    },
     /// A method `#[async_trait]` already rewrote into
     /// `fn ... -> Pin<Box<dyn Future<Output = ...> + Send + '_>>`, whose body
     /// builds the future: each attempt runs the body again.
@@ -100,17 +106,12 @@ fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
         ReturnType::Type(_, ty) => Some(ty),
         ReturnType::Default => None,
     };
-    if sig.asyncness.is_none() {
-        if output.is_some_and(|ty| is_boxed_future(ty)) {
-            return Some(Shape::AsyncTrait);
-        }
-        errors.push(syn::Error::new(
-            sig.fn_token.span,
-            "#[retry] goes on an `async fn`: it retries the future the body builds",
-        ));
-        return None;
+    let blocking = sig.asyncness.is_none();
+    if blocking && output.is_some_and(|ty| is_boxed_future(ty)) {
+        return Some(Shape::AsyncTrait);
     }
     match output {
+        Some(ty) if may_be_result(ty) && blocking => Some(Shape::Blocking { output: ty.clone() }),
         Some(ty) if may_be_result(ty) => Some(Shape::Async { output: ty.clone() }),
         Some(ty) => {
             errors.push(syn::Error::new_spanned(

@@ -16,7 +16,7 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 const DEFAULT_BASE: Duration = Duration::from_millis(200);
 const DEFAULT_MAX: Duration = Duration::from_secs(10);
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "max_attempts",
     "base",
     "max",
@@ -25,6 +25,7 @@ const KEYS: [&str; 9] = [
     "max_retry_after",
     "on_retry",
     "budget",
+    "when",
     "crate",
 ];
 
@@ -52,6 +53,8 @@ pub struct Options {
     pub on_retry: Option<Path>,
     /// An expression giving a `&RetryBudget`.
     pub budget: Option<Expr>,
+    /// A path to a `fn(&E) -> bool` deciding what is retried.
+    pub when: Option<Path>,
 }
 
 impl Options {
@@ -61,6 +64,7 @@ impl Options {
             || self.max_retry_after.is_some()
             || self.on_retry.is_some()
             || self.budget.is_some()
+            || self.when.is_some()
     }
 }
 
@@ -110,7 +114,8 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             "max_retry_after" => {
                 duration(&name, &value).map(|d| given.options.max_retry_after = Some(d))
             }
-            "on_retry" => fn_path(&value).map(|p| given.options.on_retry = Some(p)),
+            "on_retry" => fn_path(&name, &value).map(|p| given.options.on_retry = Some(p)),
+            "when" => fn_path(&name, &value).map(|p| given.options.when = Some(p)),
             "budget" => {
                 given.options.budget = Some(value);
                 Ok(())
@@ -167,6 +172,7 @@ fn example(key: &str) -> &'static str {
         "max_retry_after" => "`max_retry_after = \"60s\"`",
         "on_retry" => "`on_retry = log_retry` (a fn taking `&RetryEvent`)",
         "budget" => "`budget = &BUDGET` (a `&RetryBudget`)",
+        "when" => "`when = is_worth_retrying` (a `fn(&E) -> bool`)",
         _ => "`crate = \"my_crate::etl_core\"`",
     }
 }
@@ -186,7 +192,7 @@ fn unknown_key(name: &str) -> String {
         Some(k) => format!("unknown key `{name}`: did you mean `{k}`?"),
         None => format!(
             "unknown key `{name}`: expected one of `max_attempts`, `base`, `max`, `jitter`, `deadline`, \
-             `max_retry_after`, `on_retry`, `budget`, `crate`"
+             `max_retry_after`, `on_retry`, `budget`, `when`, `crate`"
         ),
     }
 }
@@ -288,14 +294,17 @@ fn jitter(value: &Expr) -> syn::Result<Ident> {
     Ok(Ident::new(variant, lit.span()))
 }
 
-fn fn_path(value: &Expr) -> syn::Result<Path> {
+/// The path of a fn (`on_retry`, `when`): a closure or call is not a path.
+fn fn_path(key: &str, value: &Expr) -> syn::Result<Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
-        Expr::Group(group) => fn_path(&group.expr),
+        Expr::Group(group) => fn_path(key, &group.expr),
         _ => Err(syn::Error::new_spanned(
             value,
-            "`on_retry` takes the path of a fn taking `&RetryEvent`, e.g. `on_retry = log_retry`; \
-             for a closure, use `etl_core::retry::Retry` directly",
+            format!(
+                "`{key}` takes the path of a fn, e.g. {}; for a closure, use `etl_core::retry::Retry` directly",
+                example(key)
+            ),
         )),
     }
 }

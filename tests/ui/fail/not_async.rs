@@ -1,10 +1,7 @@
-use etl_core::{retry, EtlError};
+use etl_core::retry;
 
-#[retry]
-fn f() -> Result<(), EtlError> {
-    Ok(())
-}
-
+// A blocking fn is fine (tests/ui/pass/blocking_and_when.rs); anything that
+// is not a fn is not.
 #[retry]
 struct NotAFn;
 
