@@ -65,11 +65,26 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             let into_result = quote_spanned! {output.span()=>
                 <#output_at as #krate_at_output::__private::#output_trait>::into_result(#result_var)
             };
+            // tracing-attributes' fake return: an unreachable `return` of
+            // the loop's own `Result` type, before the body, fixes the async
+            // block's return type, so a `return` of the wrong type in the
+            // body is reported at that `return`, as without the macro.
+            let fake_ty = quote_spanned! {output_span=>
+                ::core::result::Result<
+                    <#output_at as #krate_at_output::__private::#output_trait>::Ok,
+                    <#output_at as #krate_at_output::__private::#output_trait>::Err,
+                >
+            };
+            let fake_var = hidden("__retry_fake_return", output_span);
             quote! {
                 // The declared type on the result makes `?` and type errors
                 // in the body resolve (and point) as without the macro.
-                #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression)]
+                #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
                 let #attempt_var = async move {
+                    if false {
+                        let #fake_var: #fake_ty = loop {};
+                        return #fake_var;
+                    }
                     let #result_var: #output = #block;
                     #into_result
                 };
