@@ -90,6 +90,12 @@ pub enum EtlError {
         ceiling_secs: u64,
     },
 
+    /// An attempt was cut by its `attempt_timeout`, or by the retry deadline
+    /// in flight ([`crate::retry::TimedOut`]). Transient: the next attempt
+    /// may be quicker.
+    #[error("timed out: {0}")]
+    TimedOut(#[from] crate::retry::TimedOut),
+
     /// A request was not sent because it would break a safety rule, such as
     /// following a link or redirect to another origin (named in the
     /// message). Permanent.
@@ -104,7 +110,7 @@ impl EtlError {
     /// are transient; everything else is permanent.
     pub fn is_transient(&self) -> bool {
         match self {
-            EtlError::Network(_) | EtlError::RateLimited { .. } => true,
+            EtlError::Network(_) | EtlError::RateLimited { .. } | EtlError::TimedOut(_) => true,
             EtlError::Http { status, .. } => {
                 matches!(status, 408 | 429) || (500..=599).contains(status)
             }

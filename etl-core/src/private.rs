@@ -3,8 +3,9 @@
 
 use std::future::Future;
 
-use crate::retry::{builder, Retry, RetryableError};
+use crate::retry::{builder, Retry, RetryableError, TimedOut, TimedRetry};
 use crate::RetryPolicy;
+use std::marker::PhantomData;
 
 /// `with_retry` for any [`RetryableError`]: what `#[retry]` expands to when
 /// no option beyond the policy is given.
@@ -111,5 +112,43 @@ impl<T, E> RetryOutputAny for Result<T, E> {
     #[inline(always)]
     fn from_result(result: Self) -> Self {
         result
+    }
+}
+
+/// How `#[retry(deadline = ...)]` picks its loop: one that cuts the attempt
+/// in flight when the error type can say "timed out" (`E: From<TimedOut>`),
+/// else the plain loop (the deadline stops new waits only). Autoref
+/// dispatch: `(&DeadlineDispatch::<E>::new(r)).__retry_pick()` finds
+/// [`CutsInFlight`] when its bound holds, and [`KeepsInFlight`] otherwise.
+pub struct DeadlineDispatch<'a, E>(Retry<'a>, PhantomData<fn() -> E>);
+
+impl<'a, E> DeadlineDispatch<'a, E> {
+    /// Wraps the loop the attribute built.
+    pub fn new(retry: Retry<'a>) -> Self {
+        DeadlineDispatch(retry, PhantomData)
+    }
+}
+
+/// The pick for error types with `From<TimedOut>`.
+pub trait CutsInFlight<'a> {
+    /// The loop that cuts the attempt in flight at the deadline.
+    fn __retry_pick(&self) -> TimedRetry<'a>;
+}
+
+impl<'a, E: From<TimedOut>> CutsInFlight<'a> for DeadlineDispatch<'a, E> {
+    fn __retry_pick(&self) -> TimedRetry<'a> {
+        self.0.cut_in_flight()
+    }
+}
+
+/// The pick for every other error type.
+pub trait KeepsInFlight<'a> {
+    /// The plain loop.
+    fn __retry_pick(&self) -> Retry<'a>;
+}
+
+impl<'a, E> KeepsInFlight<'a> for &DeadlineDispatch<'a, E> {
+    fn __retry_pick(&self) -> Retry<'a> {
+        self.0
     }
 }

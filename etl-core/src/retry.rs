@@ -7,11 +7,13 @@ mod budget;
 pub(crate) mod builder;
 mod classify;
 mod jitter;
+mod timed;
 
 pub use budget::RetryBudget;
 pub use builder::{Observer, Retry, RetryEvent, RetryReport, RetryWhen, Stop};
 pub use classify::RetryableError;
 pub use jitter::Jitter;
+pub use timed::{TimeLimit, TimedOut, TimedRetry};
 
 use std::future::Future;
 use std::time::Duration;

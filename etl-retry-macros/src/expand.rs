@@ -156,6 +156,22 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             };
             builder.extend(quote_spanned!(when.span()=> .when(#pred)));
         }
+        if let Some((limit, _)) = options.attempt_timeout {
+            let limit = duration(limit);
+            builder.extend(quote!(.attempt_timeout(#limit)));
+        } else if let (Some(_), None, Shape::Async { output }) =
+            (options.deadline, &options.when, &plan.shape)
+        {
+            // The deadline cuts the attempt in flight when the error type
+            // can say "timed out"; else it stops new waits only.
+            builder = quote! {{
+                use #krate::__private::{CutsInFlight as _, KeepsInFlight as _};
+                (&#krate::__private::DeadlineDispatch::<
+                    <#output as #krate::__private::RetryOutput>::Err,
+                >::new(#builder))
+                    .__retry_pick()
+            }};
+        }
         if blocking {
             quote_spanned! {output_span=> #builder.run_blocking(#closure) }
         } else {

@@ -51,6 +51,9 @@ fn retry2(
         }
     };
     let plan = signature::plan(&mut function.sig, &mut errors);
+    if let (Some(policy), Some(plan)) = (&policy, &plan) {
+        validate::fits(policy, &plan.shape, &mut errors);
+    }
     match (policy, plan) {
         (Some(policy), Some(plan)) if errors.is_empty() => expand::retry(&policy, &plan, &function),
         // On error, emit the fn unchanged beside the errors: callers still

@@ -16,7 +16,7 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 const DEFAULT_BASE: Duration = Duration::from_millis(200);
 const DEFAULT_MAX: Duration = Duration::from_secs(10);
 
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     "max_attempts",
     "base",
     "max",
@@ -26,6 +26,7 @@ const KEYS: [&str; 10] = [
     "on_retry",
     "budget",
     "when",
+    "attempt_timeout",
     "crate",
 ];
 
@@ -55,6 +56,8 @@ pub struct Options {
     pub budget: Option<Expr>,
     /// A path to a `fn(&E) -> bool` deciding what is retried.
     pub when: Option<Path>,
+    /// The limit of one attempt, and the key's span (for "cannot apply").
+    pub attempt_timeout: Option<(Duration, Span)>,
 }
 
 impl Options {
@@ -65,6 +68,7 @@ impl Options {
             || self.on_retry.is_some()
             || self.budget.is_some()
             || self.when.is_some()
+            || self.attempt_timeout.is_some()
     }
 }
 
@@ -116,6 +120,8 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             }
             "on_retry" => fn_path(&name, &value).map(|p| given.options.on_retry = Some(p)),
             "when" => fn_path(&name, &value).map(|p| given.options.when = Some(p)),
+            "attempt_timeout" => duration(&name, &value)
+                .map(|d| given.options.attempt_timeout = Some((d, key.span()))),
             "budget" => {
                 given.options.budget = Some(value);
                 Ok(())
@@ -173,6 +179,7 @@ fn example(key: &str) -> &'static str {
         "on_retry" => "`on_retry = log_retry` (a fn taking `&RetryEvent`)",
         "budget" => "`budget = &BUDGET` (a `&RetryBudget`)",
         "when" => "`when = is_worth_retrying` (a `fn(&E) -> bool`)",
+        "attempt_timeout" => "`attempt_timeout = \"5s\"`",
         _ => "`crate = \"my_crate::etl_core\"`",
     }
 }
@@ -192,7 +199,7 @@ fn unknown_key(name: &str) -> String {
         Some(k) => format!("unknown key `{name}`: did you mean `{k}`?"),
         None => format!(
             "unknown key `{name}`: expected one of `max_attempts`, `base`, `max`, `jitter`, `deadline`, \
-             `max_retry_after`, `on_retry`, `budget`, `when`, `crate`"
+             `max_retry_after`, `on_retry`, `budget`, `when`, `attempt_timeout`, `crate`"
         ),
     }
 }
@@ -306,5 +313,27 @@ fn fn_path(key: &str, value: &Expr) -> syn::Result<Path> {
                 example(key)
             ),
         )),
+    }
+}
+
+/// The keys that cannot apply to this kind of fn, or to each other: each is
+/// an error on the key.
+pub fn fits(policy: &Policy, shape: &crate::signature::Shape, errors: &mut Errors) {
+    let Some((_, key)) = policy.options.attempt_timeout else {
+        return;
+    };
+    if matches!(shape, crate::signature::Shape::Blocking { .. }) {
+        errors.push(syn::Error::new(
+            key,
+            "`attempt_timeout` cannot apply to a blocking fn: a running blocking call cannot be cut \
+             short; give the call its own timeout, or make the fn `async`",
+        ));
+    }
+    if policy.options.when.is_some() {
+        errors.push(syn::Error::new(
+            key,
+            "`attempt_timeout` does not combine with `when` yet: use an error type implementing \
+             `RetryableError` and `From<TimedOut>` instead of `when`",
+        ));
     }
 }

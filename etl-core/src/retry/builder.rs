@@ -114,7 +114,7 @@ pub struct Retry<'a> {
     policy: RetryPolicy,
     jitter: Jitter,
     seed: Option<u64>,
-    deadline: Option<Duration>,
+    pub(super) deadline: Option<Duration>,
     max_retry_after: Option<Duration>,
     on_retry: Option<&'a Observer<'a>>,
     budget: Option<&'a RetryBudget>,
@@ -222,8 +222,12 @@ impl<'a> Retry<'a> {
 
     /// A total deadline, from the first attempt's start, sleeps included: no
     /// wait is started that would end past it, and the last error is
-    /// returned instead. An attempt already running is not cut short (give
-    /// the operation its own timeout for that).
+    /// returned instead. An attempt already running is cut only when the
+    /// error type can say so: add [`Retry::cut_in_flight`] or
+    /// [`Retry::attempt_timeout`] (`E: From<TimedOut>`, as `EtlError` is);
+    /// `#[retry(deadline = ...)]` does that by itself for such types.
+    ///
+    /// [`TimedOut`]: super::TimedOut
     pub fn deadline(mut self, total: Duration) -> Self {
         self.deadline = Some(total);
         self
