@@ -50,12 +50,45 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
 
     // Each attempt gets its own copy of every argument. Spanned at the
     // argument, so "not Clone" points there.
-    let clones = plan.args.iter().map(|arg| {
-        let (source, binding) = (&arg.source, &arg.binding);
-        quote_spanned! {arg.span=>
-            let #binding = #krate::__private::RetryArg::__retry_clone(&#source);
+    // Lending: `&mut self` and `&mut T` arguments go to each attempt of an
+    // async fn and come back with its result (`Retry::run_lending`).
+    let lending = plan.lends() && matches!(plan.shape, Shape::Async { .. });
+    // Each attempt gets its own copy of every argument (a `&mut T` of a
+    // blocking fn is reborrowed instead). Spanned at the argument, so "not
+    // Clone" points there.
+    let clones: Vec<TokenStream> = plan
+        .args
+        .iter()
+        .filter(|arg| !(arg.lent && lending))
+        .map(|arg| {
+            let (source, binding) = (&arg.source, &arg.binding);
+            if arg.lent {
+                quote_spanned! {arg.span=> let #binding = &mut *#source; }
+            } else {
+                quote_spanned! {arg.span=>
+                    let #binding = #krate::__private::RetryArg::__retry_clone(&#source);
+                }
+            }
+        })
+        .collect();
+    // What is lent, as the call passes it and as each attempt binds it.
+    let mut lent_sources = Vec::new();
+    let mut lent_bindings = Vec::new();
+    let mut lent_names = Vec::new();
+    if lending {
+        let lent_self = syn::Ident::new("__self", Span::call_site());
+        if plan.lends_self {
+            lent_sources.push(quote!(self));
+            lent_bindings.push(quote!(#lent_self));
+            lent_names.push(quote!(#lent_self));
         }
-    });
+        for arg in plan.args.iter().filter(|arg| arg.lent) {
+            let (source, binding) = (&arg.source, &arg.binding);
+            lent_sources.push(quote!(#source));
+            lent_bindings.push(binding.clone());
+            lent_names.push(quote!(#source));
+        }
+    }
 
     let attempt = match &plan.shape {
         Shape::Async { output } => {
@@ -76,19 +109,34 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
                 >
             };
             let fake_var = hidden("__retry_fake_return", output_span);
-            quote! {
-                // The declared type on the result makes `?` and type errors
-                // in the body resolve (and point) as without the macro.
-                #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
-                let #attempt_var = async move {
-                    if false {
-                        let #fake_var: #fake_ty = loop {};
-                        return #fake_var;
-                    }
-                    let #result_var: #output = #block;
-                    #into_result
-                };
-                #attempt_var
+            if lending {
+                // The body runs in an inner block, so its `return` ends the
+                // attempt, not the hand-back; `self` is `__self` in it.
+                let block = rename_self(block.to_token_stream());
+                return_lending(LendingAttempt {
+                    output,
+                    fake_ty: &fake_ty,
+                    fake_var: &fake_var,
+                    result_var: &result_var,
+                    block,
+                    into_result: &into_result,
+                    names: &lent_names,
+                })
+            } else {
+                quote! {
+                    // The declared type on the result makes `?` and type errors
+                    // in the body resolve (and point) as without the macro.
+                    #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
+                    let #attempt_var = async move {
+                        if false {
+                            let #fake_var: #fake_ty = loop {};
+                            return #fake_var;
+                        }
+                        let #result_var: #output = #block;
+                        #into_result
+                    };
+                    #attempt_var
+                }
             }
         }
         // A blocking body runs in a closure with the fn's return type, so
@@ -109,10 +157,19 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         Shape::AsyncTrait => quote!(#block),
     };
 
-    let closure = quote! {
-        move || {
-            #(#clones)*
-            #attempt
+    let closure = if lending {
+        quote! {
+            move |(#(#lent_bindings,)*)| {
+                #(#clones)*
+                #attempt
+            }
+        }
+    } else {
+        quote! {
+            move || {
+                #(#clones)*
+                #attempt
+            }
         }
     };
     let blocking = matches!(plan.shape, Shape::Blocking { .. });
@@ -159,8 +216,8 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         if let Some((limit, _)) = options.attempt_timeout {
             let limit = duration(limit);
             builder.extend(quote!(.attempt_timeout(#limit)));
-        } else if let (Some(_), None, Shape::Async { output }) =
-            (options.deadline, &options.when, &plan.shape)
+        } else if let (Some(_), None, Shape::Async { output }, false) =
+            (options.deadline, &options.when, &plan.shape, lending)
         {
             // The deadline cuts the attempt in flight when the error type
             // can say "timed out"; else it stops new waits only.
@@ -174,8 +231,14 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         }
         if blocking {
             quote_spanned! {output_span=> #builder.run_blocking(#closure) }
+        } else if lending {
+            quote_spanned! {output_span=> #builder.run_lending((#(#lent_sources,)*), #closure) }
         } else {
             quote_spanned! {output_span=> #builder.run(#closure) }
+        }
+    } else if lending {
+        quote_spanned! {output_span=>
+            #krate_at_output::retry::Retry::new(#policy_var).run_lending((#(#lent_sources,)*), #closure)
         }
     } else {
         quote_spanned! {output_span=>
@@ -232,6 +295,65 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
                 token.set_span(span);
             }
             token
+        })
+        .collect()
+}
+
+/// The pieces of a lending attempt (see [`return_lending`]).
+struct LendingAttempt<'a> {
+    output: &'a syn::Type,
+    fake_ty: &'a TokenStream,
+    fake_var: &'a syn::Ident,
+    result_var: &'a syn::Ident,
+    block: TokenStream,
+    into_result: &'a TokenStream,
+    names: &'a [TokenStream],
+}
+
+/// One attempt of a lending fn: the body in an inner async block (with the
+/// fake return), then the borrows handed back beside the result.
+fn return_lending(a: LendingAttempt<'_>) -> TokenStream {
+    let LendingAttempt {
+        output,
+        fake_ty,
+        fake_var,
+        result_var,
+        block,
+        into_result,
+        names,
+    } = a;
+    quote! {
+        #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
+        async move {
+            let #result_var: #output = async {
+                if false {
+                    let #fake_var: #fake_ty = loop {};
+                    return #fake_var;
+                }
+                #block
+            }
+            .await;
+            ((#(#names,)*), #into_result)
+        }
+    }
+}
+
+/// `self` renamed to `__self` throughout `tokens` (macro arguments too), as
+/// async-trait does: inside the attempt, `self` is the borrow lent to it.
+/// `Self` (the type) is left alone.
+fn rename_self(tokens: TokenStream) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Ident(ident) if ident == "self" => {
+                TokenTree::Ident(syn::Ident::new("__self", ident.span()))
+            }
+            TokenTree::Group(group) => {
+                let mut renamed = Group::new(group.delimiter(), rename_self(group.stream()));
+                renamed.set_span(group.span());
+                TokenTree::Group(renamed)
+            }
+            other => other,
         })
         .collect()
 }

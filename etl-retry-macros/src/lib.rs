@@ -52,7 +52,7 @@ fn retry2(
     };
     let plan = signature::plan(&mut function.sig, &mut errors);
     if let (Some(policy), Some(plan)) = (&policy, &plan) {
-        validate::fits(policy, &plan.shape, &mut errors);
+        validate::fits(policy, plan, &mut errors);
     }
     match (policy, plan) {
         (Some(policy), Some(plan)) if errors.is_empty() => expand::retry(&policy, &plan, &function),

@@ -30,7 +30,8 @@ pub enum Shape {
     AsyncTrait,
 }
 
-/// One argument handed to every attempt: `let #binding = clone(&#source);`.
+/// One argument handed to every attempt: `let #binding = clone(&#source);`,
+/// or, for a `&mut T`, lent to each attempt in turn.
 pub struct ArgPlan {
     /// The name it has in the signature (rewritten when it was a pattern).
     pub source: Ident,
@@ -38,11 +39,22 @@ pub struct ArgPlan {
     pub binding: TokenStream,
     /// Where a "not Clone" error should point: the argument.
     pub span: Span,
+    /// A `&mut T`: lent, not cloned.
+    pub lent: bool,
 }
 
 pub struct Plan {
     pub shape: Shape,
     pub args: Vec<ArgPlan>,
+    /// The fn takes `&mut self`: `self` is lent to each attempt in turn.
+    pub lends_self: bool,
+}
+
+impl Plan {
+    /// Whether any exclusive borrow is lent to the attempts.
+    pub fn lends(&self) -> bool {
+        self.lends_self || self.args.iter().any(|a| a.lent)
+    }
 }
 
 /// Checks `sig` and rewrites its argument patterns to plain names (the
@@ -50,25 +62,15 @@ pub struct Plan {
 pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
     let shape = shape(sig, errors);
     let mut args = Vec::new();
+    let mut lends_self = false;
     for (index, input) in sig.inputs.iter_mut().enumerate() {
         match input {
-            FnArg::Receiver(receiver) => {
-                if let Err(e) = check_receiver(receiver) {
-                    errors.push(e);
-                }
-            }
+            FnArg::Receiver(receiver) => match check_receiver(receiver) {
+                Ok(exclusive) => lends_self = exclusive,
+                Err(e) => errors.push(e),
+            },
             FnArg::Typed(typed) => {
-                if let Type::Reference(reference) = &*typed.ty {
-                    if reference.mutability.is_some() {
-                        errors.push(syn::Error::new_spanned(
-                            &typed.ty,
-                            "#[retry] cannot lend a `&mut` argument to every attempt (each would need the \
-                             same exclusive borrow): pass it by value, or use a shared reference with \
-                             interior mutability",
-                        ));
-                        continue;
-                    }
-                }
+                let lent = matches!(&*typed.ty, Type::Reference(r) if r.mutability.is_some());
                 let span = typed.span();
                 match &mut *typed.pat {
                     // A plain name keeps its name (rustdoc shows it); `mut`
@@ -80,6 +82,7 @@ pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
                             source: pat.ident.clone(),
                             binding,
                             span,
+                            lent,
                         });
                     }
                     // Any other pattern is destructured in each attempt.
@@ -92,13 +95,18 @@ pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
                             source,
                             binding,
                             span,
+                            lent,
                         });
                     }
                 }
             }
         }
     }
-    shape.map(|shape| Plan { shape, args })
+    shape.map(|shape| Plan {
+        shape,
+        args,
+        lends_self,
+    })
 }
 
 fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
@@ -130,26 +138,20 @@ fn shape(sig: &Signature, errors: &mut Errors) -> Option<Shape> {
     }
 }
 
-fn check_receiver(receiver: &syn::Receiver) -> syn::Result<()> {
+/// `Ok(true)` for `&mut self` (lent to each attempt in turn), `Ok(false)`
+/// for `&self`; `self` by value is an error.
+fn check_receiver(receiver: &syn::Receiver) -> syn::Result<bool> {
     let by_value = || {
         syn::Error::new_spanned(
             receiver,
-            "#[retry] cannot take `self` by value: every attempt needs its own `self`; take `&self`",
+            "#[retry] cannot take `self` by value: every attempt needs its own `self`; take `&self` \
+             or `&mut self`",
         )
     };
     match &receiver.kind {
-        ReceiverKind::Reference(_, _, Some(_)) => Err(syn::Error::new_spanned(
-            receiver,
-            "#[retry] cannot lend `&mut self` to every attempt: take `&self` (with interior mutability where \
-             state must change), or retry a helper that takes `&self`",
-        )),
-        ReceiverKind::Reference(_, _, None) => Ok(()),
+        ReceiverKind::Reference(_, _, mutability) => Ok(mutability.is_some()),
         ReceiverKind::Typed(_, ty) => match &**ty {
-            Type::Reference(r) if r.mutability.is_some() => Err(syn::Error::new_spanned(
-                receiver,
-                "#[retry] cannot lend `&mut self` to every attempt: take `&self`",
-            )),
-            Type::Reference(_) => Ok(()),
+            Type::Reference(r) => Ok(r.mutability.is_some()),
             _ => Err(by_value()),
         },
         _ => Err(by_value()),

@@ -318,22 +318,36 @@ fn fn_path(key: &str, value: &Expr) -> syn::Result<Path> {
 
 /// The keys that cannot apply to this kind of fn, or to each other: each is
 /// an error on the key.
-pub fn fits(policy: &Policy, shape: &crate::signature::Shape, errors: &mut Errors) {
-    let Some((_, key)) = policy.options.attempt_timeout else {
-        return;
-    };
-    if matches!(shape, crate::signature::Shape::Blocking { .. }) {
-        errors.push(syn::Error::new(
-            key,
-            "`attempt_timeout` cannot apply to a blocking fn: a running blocking call cannot be cut \
-             short; give the call its own timeout, or make the fn `async`",
-        ));
+pub fn fits(policy: &Policy, plan: &crate::signature::Plan, errors: &mut Errors) {
+    let async_lending = plan.lends() && matches!(plan.shape, crate::signature::Shape::Async { .. });
+    if let Some((_, key)) = policy.options.attempt_timeout {
+        if matches!(plan.shape, crate::signature::Shape::Blocking { .. }) {
+            errors.push(syn::Error::new(
+                key,
+                "`attempt_timeout` cannot apply to a blocking fn: a running blocking call cannot be cut \
+                 short; give the call its own timeout, or make the fn `async`",
+            ));
+        }
+        if policy.options.when.is_some() {
+            errors.push(syn::Error::new(
+                key,
+                "`attempt_timeout` does not combine with `when` yet: use an error type implementing \
+                 `RetryableError` and `From<TimedOut>` instead of `when`",
+            ));
+        }
+        if async_lending {
+            errors.push(syn::Error::new(
+                key,
+                "`attempt_timeout` cannot apply to a fn taking `&mut self` or a `&mut` argument: a cut \
+                 attempt would take the borrow down with it",
+            ));
+        }
     }
-    if policy.options.when.is_some() {
-        errors.push(syn::Error::new(
-            key,
-            "`attempt_timeout` does not combine with `when` yet: use an error type implementing \
-             `RetryableError` and `From<TimedOut>` instead of `when`",
+    if let (Some(when), true) = (&policy.options.when, async_lending) {
+        errors.push(syn::Error::new_spanned(
+            when,
+            "`when` does not combine with `&mut self` or a `&mut` argument yet: implement \
+             `RetryableError` for the error type instead",
         ));
     }
 }

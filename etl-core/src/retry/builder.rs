@@ -298,6 +298,76 @@ impl<'a> Retry<'a> {
         retry_boxed(self, started, op, err).await
     }
 
+    /// [`Retry::run`] for an operation that needs exclusive borrows (`&mut
+    /// self`, `&mut T`): `ctx` (one borrow, or a tuple of them) is lent to
+    /// each attempt in turn. The attempt takes it by value and hands it back
+    /// with its result, so the borrow is never held by the loop while an
+    /// attempt runs, and the future is `Send` when the attempt's is. This is
+    /// what `#[retry]` expands to on a `&mut self` method.
+    ///
+    /// ```
+    /// use etl_core::retry::Retry;
+    /// use etl_core::{EtlError, RetryPolicy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut log: Vec<u32> = Vec::new();
+    /// let result = Retry::new(RetryPolicy::default())
+    ///     .run_lending(&mut log, |log| async move {
+    ///         log.push(log.len() as u32); // each attempt sees the last one's push
+    ///         let r = if log.len() < 3 { Err(EtlError::Network("reset".into())) } else { Ok(log.len()) };
+    ///         (log, r)
+    ///     })
+    ///     .await;
+    /// assert_eq!(result.unwrap(), 3);
+    /// assert_eq!(log, [0, 1, 2]);
+    /// # }
+    /// ```
+    pub async fn run_lending<C, F, Fut, T, E>(self, ctx: C, mut op: F) -> Result<T, E>
+    where
+        F: FnMut(C) -> Fut,
+        Fut: Future<Output = (C, Result<T, E>)>,
+        E: RetryableError,
+    {
+        let started = self.deadline.map(|_| Instant::now());
+        let (mut ctx, first) = op(ctx).await;
+        let mut err = match first {
+            Ok(value) => {
+                self.succeeded();
+                return Ok(value);
+            }
+            Err(err) => err,
+        };
+        // The retry path, inline: the context must come back from each
+        // attempt, so it cannot be handed to a boxed loop of its own.
+        let mut rng = None;
+        let mut report = RetryReport::first(Stop::Succeeded);
+        loop {
+            let elapsed = started.map(|s| s.elapsed());
+            let (delay, server_chose) =
+                match self.next_delay(report.attempts, elapsed, &err, &mut rng) {
+                    Ok(next) => next,
+                    Err(stop) => {
+                        report.stop = stop;
+                        give_up(&report, &err);
+                        return Err(err);
+                    }
+                };
+            self.announce(report.attempts, delay, server_chose, &err);
+            tokio::time::sleep(delay).await;
+            report.attempts = report.attempts.saturating_add(1);
+            let (back, result) = op(ctx).await;
+            ctx = back;
+            err = match result {
+                Ok(value) => {
+                    self.succeeded();
+                    return Ok(value);
+                }
+                Err(err) => err,
+            };
+        }
+    }
+
     /// [`Retry::run`] for blocking code: `op` is a plain `FnMut` returning a
     /// `Result`, and the waits are `std::thread::sleep`. Needs no tokio
     /// runtime; every option applies (the deadline is measured on

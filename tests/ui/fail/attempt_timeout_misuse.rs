@@ -39,4 +39,18 @@ async fn cannot_say_timed_out() -> Result<(), Mine> {
     Ok(())
 }
 
+// A cut attempt would take a lent borrow down with it.
+#[retry(attempt_timeout = "5s")]
+async fn lent(buf: &mut Vec<u8>) -> Result<(), EtlError> {
+    buf.push(1);
+    Ok(())
+}
+
+// `when` with a lent borrow: not yet.
+#[retry(when = interrupted)]
+async fn lent_when(buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.push(1);
+    Ok(())
+}
+
 fn main() {}

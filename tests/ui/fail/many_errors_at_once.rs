@@ -4,7 +4,7 @@ struct S;
 
 impl S {
     #[retry(max_attempts = 0, bse = "1s", max = "soon")]
-    async fn f(&mut self, out: &mut String) -> Result<(), EtlError> {
+    async fn f(self, out: &mut String) -> Result<(), EtlError> {
         Ok(())
     }
 }

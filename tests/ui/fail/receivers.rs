@@ -4,11 +4,6 @@ struct S;
 
 impl S {
     #[retry]
-    async fn exclusive(&mut self) -> Result<(), EtlError> {
-        Ok(())
-    }
-
-    #[retry]
     async fn by_value(self) -> Result<(), EtlError> {
         Ok(())
     }
