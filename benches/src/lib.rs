@@ -52,15 +52,7 @@ const LAUNCHES: &str = include_str!("../../etl-sources/data/upcoming-2.2.0.json"
 /// `n` distinct, realistic rows: the 12 dataset launches, each copy with
 /// its own id and `last_updated`.
 pub fn rows(n: usize) -> Vec<Row> {
-    let base: Vec<Launch> = serde_json::from_str(LAUNCHES).expect("the dataset parses");
-    (0..n)
-        .map(|i| {
-            let mut launch = base[i % base.len()].clone();
-            launch.id = format!("{}-{i:08}", &launch.id[..27]);
-            launch.last_updated = Some(format!("2026-11-{:02}T{:02}:00:00Z", 1 + i % 28, i % 24));
-            Row::Launches(launch)
-        })
-        .collect()
+    variants(LAUNCHES, n)
 }
 
 /// Ten real Launch Library 2.3.0 launches (etl-core's test data, from the
@@ -71,7 +63,13 @@ const REAL_LAUNCHES: &str =
 /// `n` distinct rows made from the real launches (about 1.3 KB each as
 /// JSON): each copy with its own id and `last_updated`.
 pub fn real_rows(n: usize) -> Vec<Row> {
-    let base: Vec<Launch> = serde_json::from_str(REAL_LAUNCHES).expect("the real launches parse");
+    variants(REAL_LAUNCHES, n)
+}
+
+/// `n` distinct rows cycling through the launches of `json`, each copy with
+/// its own id and `last_updated`.
+fn variants(json: &str, n: usize) -> Vec<Row> {
+    let base: Vec<Launch> = serde_json::from_str(json).expect("the bench launches parse");
     (0..n)
         .map(|i| {
             let mut launch = base[i % base.len()].clone();
