@@ -211,11 +211,19 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
                 }
                 Shape::AsyncTrait => quote!(#when),
             };
-            builder.extend(quote_spanned!(when.span()=> .when(#pred)));
+            // The call itself at the return type: a return type that is not
+            // a `Result` is reported there, once.
+            builder = quote_spanned! {output_span=>
+                #krate_at_output::retry::Retry::when(#builder, #pred)
+            };
         }
         if let Some((limit, _)) = options.attempt_timeout {
             let limit = duration(limit);
-            builder.extend(quote!(.attempt_timeout(#limit)));
+            // At the return type: an error type without `From<TimedOut>`
+            // is reported there, once.
+            builder = quote_spanned! {output_span=>
+                #krate_at_output::retry::Retry::attempt_timeout(#builder, #limit)
+            };
         } else if let (Some(_), None, Shape::Async { output }, false) =
             (options.deadline, &options.when, &plan.shape, lending)
         {
