@@ -343,3 +343,33 @@ async fn a_table_written_before_rows_became_generic_resumes_with_zero_new_rows()
     assert_eq!(sink.inner().count().await.unwrap(), 10);
     drop_table(&admin, &table).await;
 }
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn rejects_go_to_their_own_table_each_entry_once() {
+    use etl_core::{Reject, RejectSink};
+    let (admin, table) = fresh("rejects").await;
+    let rejects_table = format!("{table}_rejects");
+    drop_table(&admin, &rejects_table).await;
+    let sink = PostgresSink::connect(&url(), &table).await.unwrap();
+    assert_eq!(sink.rejects_count().await.unwrap(), 0, "no table yet");
+
+    let a = Reject::new(r#"{"id": 1,  "odd": true}"#, "missing field `name`", "p1").unwrap();
+    let b = Reject::new("42", "expected struct Launch", "p1").unwrap();
+    let a_again = Reject::new(r#"{"id": 1,  "odd": true}"#, "newer reader", "p2").unwrap();
+    assert_eq!(sink.reject(&[a.clone(), b, a]).await.unwrap(), 2);
+    assert_eq!(sink.reject(&[a_again]).await.unwrap(), 0);
+    assert_eq!(sink.rejects_count().await.unwrap(), 2);
+
+    let raw: String = admin
+        .query_one(
+            &format!("SELECT raw FROM \"{rejects_table}\" WHERE source = 'p1' AND raw LIKE '{{%'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(raw, r#"{"id": 1,  "odd": true}"#, "kept byte for byte");
+    drop_table(&admin, &rejects_table).await;
+    drop_table(&admin, &table).await;
+}
