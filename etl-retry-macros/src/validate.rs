@@ -343,11 +343,4 @@ pub fn fits(policy: &Policy, plan: &crate::signature::Plan, errors: &mut Errors)
             ));
         }
     }
-    if let (Some(when), true) = (&policy.options.when, async_lending) {
-        errors.push(syn::Error::new_spanned(
-            when,
-            "`when` does not combine with `&mut self` or a `&mut` argument yet: implement \
-             `RetryableError` for the error type instead",
-        ));
-    }
 }

@@ -81,3 +81,30 @@ fn a_blocking_fn_reborrows_its_mut_argument() {
     assert_eq!(fill_blocking(&mut buf).unwrap(), 2);
     assert_eq!(buf, [7, 7]);
 }
+
+fn interrupted(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Interrupted
+}
+
+/// A reader over a foreign error type, with `&mut self`.
+struct Reader {
+    reads: u32,
+}
+
+impl Reader {
+    #[retry(max_attempts = 4, base = "10ms", when = interrupted)]
+    async fn read(&mut self) -> std::io::Result<u32> {
+        self.reads += 1;
+        if self.reads < 3 {
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        Ok(self.reads)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_with_mut_self_on_a_foreign_error() {
+    let mut r = Reader { reads: 0 };
+    assert_eq!(assert_send(r.read()).await.unwrap(), 3);
+    assert_eq!(r.reads, 3);
+}

@@ -666,6 +666,27 @@ impl<'a, E: fmt::Display> RetryWhen<'a, E> {
         (result.map_err(|j| j.err), report)
     }
 
+    /// [`Retry::run_lending`], retrying the errors `pred` says to.
+    pub async fn run_lending<C, F, Fut, T>(self, ctx: C, mut op: F) -> Result<T, E>
+    where
+        F: FnMut(C) -> Fut,
+        Fut: Future<Output = (C, Result<T, E>)>,
+    {
+        let pred = self.pred;
+        let judged = move |ctx| {
+            let attempt = op(ctx);
+            async move {
+                let (ctx, result) = attempt.await;
+                let result = result.map_err(|err| Judged {
+                    transient: pred(&err),
+                    err,
+                });
+                (ctx, result)
+            }
+        };
+        self.retry.run_lending(ctx, judged).await.map_err(|j| j.err)
+    }
+
     /// [`Retry::run_blocking`], retrying the errors `pred` says to.
     pub fn run_blocking<F, T>(self, op: F) -> Result<T, E>
     where

@@ -46,11 +46,4 @@ async fn lent(buf: &mut Vec<u8>) -> Result<(), EtlError> {
     Ok(())
 }
 
-// `when` with a lent borrow: not yet.
-#[retry(when = interrupted)]
-async fn lent_when(buf: &mut Vec<u8>) -> io::Result<()> {
-    buf.push(1);
-    Ok(())
-}
-
 fn main() {}
