@@ -330,42 +330,19 @@ impl<'a> Retry<'a> {
         E: RetryableError,
     {
         let started = self.deadline.map(|_| Instant::now());
-        let (mut ctx, first) = op(ctx).await;
-        let mut err = match first {
+        let (ctx, first) = op(ctx).await;
+        let err = match first {
             Ok(value) => {
                 self.succeeded();
                 return Ok(value);
             }
             Err(err) => err,
         };
-        // The retry path, inline: the context must come back from each
-        // attempt, so it cannot be handed to a boxed loop of its own.
-        let mut rng = None;
-        let mut report = RetryReport::first(Stop::Succeeded);
-        loop {
-            let elapsed = started.map(|s| s.elapsed());
-            let (delay, server_chose) =
-                match self.next_delay(report.attempts, elapsed, &err, &mut rng) {
-                    Ok(next) => next,
-                    Err(stop) => {
-                        report.stop = stop;
-                        give_up(&report, &err);
-                        return Err(err);
-                    }
-                };
-            self.announce(report.attempts, delay, server_chose, &err);
-            tokio::time::sleep(delay).await;
-            report.attempts = report.attempts.saturating_add(1);
-            let (back, result) = op(ctx).await;
-            ctx = back;
-            err = match result {
-                Ok(value) => {
-                    self.succeeded();
-                    return Ok(value);
-                }
-                Err(err) => err,
-            };
+        if !err.is_transient() || self.policy.max_attempts <= 1 {
+            return Err(err);
         }
+        // The same boxed retry path as `run`'s, with the context in it.
+        retry_lending_boxed(self, started, ctx, op, err).await.0
     }
 
     /// [`Retry::run`] for blocking code: `op` is a plain `FnMut` returning a
@@ -547,7 +524,7 @@ impl<'a> Retry<'a> {
 pub(crate) fn retry_boxed<'a, F, Fut, T, E>(
     retry: Retry<'a>,
     started: Option<Instant>,
-    op: F,
+    mut op: F,
     err: E,
 ) -> Pin<Box<impl Future<Output = (Result<T, E>, RetryReport)> + use<'a, F, Fut, T, E>>>
 where
@@ -555,19 +532,45 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: RetryableError,
 {
-    Box::pin(retry_after_failure(retry, started, op, err))
+    // The one retry loop lends a context; a plain op lends it nothing.
+    let lend_nothing = move |()| {
+        let attempt = op();
+        async move { ((), attempt.await) }
+    };
+    Box::pin(retry_after_failure(retry, started, (), lend_nothing, err))
+}
+
+/// [`retry_boxed`] for an op that is lent `ctx` ([`Retry::run_lending`]).
+#[cold]
+#[inline(never)]
+fn retry_lending_boxed<'a, C, F, Fut, T, E>(
+    retry: Retry<'a>,
+    started: Option<Instant>,
+    ctx: C,
+    op: F,
+    err: E,
+) -> Pin<Box<impl Future<Output = (Result<T, E>, RetryReport)> + use<'a, C, F, Fut, T, E>>>
+where
+    F: FnMut(C) -> Fut,
+    Fut: Future<Output = (C, Result<T, E>)>,
+    E: RetryableError,
+{
+    Box::pin(retry_after_failure(retry, started, ctx, op, err))
 }
 
 /// Attempts 2 and later, after the first failed with a transient `err`.
-async fn retry_after_failure<F, Fut, T, E>(
+/// Each attempt is lent `ctx` and hands it back with its result, so the
+/// loop never holds a borrow while an attempt runs.
+async fn retry_after_failure<C, F, Fut, T, E>(
     retry: Retry<'_>,
     started: Option<Instant>,
+    mut ctx: C,
     mut op: F,
     mut err: E,
 ) -> (Result<T, E>, RetryReport)
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    F: FnMut(C) -> Fut,
+    Fut: Future<Output = (C, Result<T, E>)>,
     E: RetryableError,
 {
     let mut rng = None;
@@ -587,7 +590,9 @@ where
         tokio::time::sleep(delay).await;
         report.slept = report.slept.saturating_add(delay);
         report.attempts = report.attempts.saturating_add(1);
-        err = match op().await {
+        let (back, result) = op(ctx).await;
+        ctx = back;
+        err = match result {
             Ok(value) => {
                 retry.succeeded();
                 return (Ok(value), report);
