@@ -218,6 +218,21 @@ fn the_blocking_loop_retries_without_a_runtime() {
     });
     assert_eq!((r.unwrap(), calls), ("read", 2));
 
+    // A deadline: 2 ms waits under a 3 ms deadline allow one retry, at most.
+    let mut calls = 0;
+    let (r, rep) = Retry::new(policy)
+        .deadline(Duration::from_millis(3))
+        .run_blocking_with_report(|| -> Result<(), EtlError> {
+            calls += 1;
+            Err(network())
+        });
+    assert!(r.is_err());
+    assert_eq!(rep.stop, Stop::Deadline);
+    assert!(
+        calls <= 2 && rep.attempts == calls,
+        "{calls} calls, {rep:?}"
+    );
+
     // Permanent at once.
     let mut calls = 0;
     let (r, rep) = Retry::new(policy).run_blocking_with_report(|| -> Result<(), EtlError> {
