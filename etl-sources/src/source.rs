@@ -112,6 +112,9 @@ pub struct SpaceDevsSource {
     page_size: Option<u64>,
     /// Time the server asked us to wait (429 Retry-After) in all, in ms.
     throttled_ms: AtomicU64,
+    /// An incremental read whose last page did not move the cursor: the
+    /// next call fails with this instead of asking for the same page again.
+    stalled: Option<String>,
 }
 
 /// The cursor of an incremental read.
@@ -226,6 +229,7 @@ impl SpaceDevsSource {
             count: None,
             page_size: options.limit.map(u64::from),
             throttled_ms: Default::default(),
+            stalled: None,
         })
     }
 
@@ -239,6 +243,9 @@ impl SpaceDevsSource {
     /// link on another origin fails with `EtlError::Refused`, naming it,
     /// before any request goes there.
     pub async fn next_page(&mut self) -> Result<Option<PageRead>, EtlError> {
+        if let Some(stalled) = self.stalled.take() {
+            return Err(EtlError::Parse(stalled));
+        }
         let Some(url) = self.next.clone() else {
             return Ok(None);
         };
@@ -285,7 +292,18 @@ impl SpaceDevsSource {
             (None, next) => next,
             (Some(keyset), Some(_)) => {
                 keyset.advance(&stamps);
-                Some(keyset.url())
+                let next = keyset.url();
+                if next == url {
+                    // An empty page that says more follows: asking again
+                    // would get the same page, forever.
+                    self.stalled = Some(format!(
+                        "{url}: the page holds no entry but its `next` says more follow; \
+                         the incremental read cannot move its cursor"
+                    ));
+                    None
+                } else {
+                    Some(next)
+                }
             }
         };
         Ok(Some(PageRead {

@@ -534,3 +534,38 @@ async fn request_timeout_is_transient_and_retried() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn an_incremental_read_that_cannot_move_its_cursor_stops_with_an_error() {
+    let server = MockServer::start().await;
+    let next = format!("{}{LIST}?offset=5", server.uri());
+    Mock::given(path(LIST))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"count": 5, "next": next, "previous": null, "results": []})),
+        )
+        .mount(&server)
+        .await;
+    let mut source = source(
+        &server,
+        SourceOptions {
+            incremental: true,
+            since: Some("2026-11-01T00:00:00Z".into()),
+            ..options()
+        },
+    )
+    .await;
+    let page = source.next_page().await.unwrap().unwrap();
+    assert!(page.rows.is_empty());
+    let e = source.next_page().await.unwrap_err();
+    assert!(
+        matches!(e, EtlError::Parse(ref m) if m.contains("cannot move its cursor") && m.contains(LIST)),
+        "{e}"
+    );
+    assert_eq!(
+        requests(&server).await,
+        1,
+        "the same page is not asked for again"
+    );
+    assert!(source.next_page().await.unwrap().is_none());
+}
