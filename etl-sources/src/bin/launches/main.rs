@@ -143,21 +143,20 @@ impl Output {
         }
     }
 
-    /// The run's first log line: what the output holds, and the cursor.
+    /// The run's first log line: what the output holds, and the cursor of
+    /// an incremental run (`None`: not incremental).
     fn announce(&self, cursor: Option<&str>) {
-        let incremental_cursor = |c: &str| !c.is_empty();
-        let cursor = cursor.unwrap_or("");
-        match self {
-            Output::Jsonl { sink, rejects } if incremental_cursor(cursor) => {
+        match (self, cursor) {
+            (Output::Jsonl { sink, rejects }, Some(cursor)) => {
                 tracing::info!(path = %sink.inner().path().display(), rows = sink.seen_count(), rejects = rejects.len(), %cursor, "output opened; incremental")
             }
-            Output::Jsonl { sink, rejects } => {
+            (Output::Jsonl { sink, rejects }, None) => {
                 tracing::info!(path = %sink.inner().path().display(), rows = sink.seen_count(), rejects = rejects.len(), "output opened")
             }
-            Output::Postgres { sink } if incremental_cursor(cursor) => {
+            (Output::Postgres { sink }, Some(cursor)) => {
                 tracing::info!(table = %sink.inner().table().as_str(), rows = sink.seen_count(), %cursor, "PostgreSQL output opened; incremental")
             }
-            Output::Postgres { sink } => {
+            (Output::Postgres { sink }, None) => {
                 tracing::info!(table = %sink.inner().table().as_str(), rows = sink.seen_count(), "PostgreSQL output opened")
             }
         }
