@@ -212,16 +212,10 @@ async fn answer(
     let offset = query("offset").unwrap_or(0);
     let since = text("last_updated__gte");
     let ordering = text("ordering");
-    let listing = listing(&state, since.as_deref(), ordering.as_deref());
     // The page is where its first entry stands in the whole listing, so a
     // request by cursor (`last_updated__gte`, small offset) and one by
     // offset count pages alike.
-    let filtered_out = state
-        .launches
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .len()
-        - listing.len();
+    let (listing, filtered_out) = listing(&state, since.as_deref(), ordering.as_deref());
     let page = u32::try_from((filtered_out + offset) / limit + 1).unwrap_or(u32::MAX);
 
     let first_request = state
@@ -299,8 +293,9 @@ fn apply_updates(state: &State, answered: u32) {
 }
 
 /// The launches a list request sees: those updated at or after `since`,
-/// sorted by `last_updated` (stable, so ties keep their order) when asked.
-fn listing(state: &State, since: Option<&str>, ordering: Option<&str>) -> Vec<Value> {
+/// sorted by `last_updated` (stable, so ties keep their order) when asked;
+/// and how many the filter left out, from the same look at the data.
+fn listing(state: &State, since: Option<&str>, ordering: Option<&str>) -> (Vec<Value>, usize) {
     let launches = state.launches.lock().unwrap_or_else(|e| e.into_inner());
     let updated = |l: &Value| l["last_updated"].as_str().map(str::to_owned);
     let mut listing: Vec<Value> = launches
@@ -313,7 +308,8 @@ fn listing(state: &State, since: Option<&str>, ordering: Option<&str>) -> Vec<Va
         Some("-last_updated") => listing.sort_by_key(|l| std::cmp::Reverse(updated(l))),
         _ => {}
     }
-    listing
+    let filtered_out = launches.len() - listing.len();
+    (listing, filtered_out)
 }
 
 fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
