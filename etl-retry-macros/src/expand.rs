@@ -48,8 +48,6 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
     };
     let (base, max) = (duration(policy.base), duration(policy.max));
 
-    // Each attempt gets its own copy of every argument. Spanned at the
-    // argument, so "not Clone" points there.
     // Lending: `&mut self` and `&mut T` arguments go to each attempt of an
     // async fn and come back with its result (`Retry::run_lending`).
     let lending = plan.lends() && matches!(plan.shape, Shape::Async { .. });
@@ -110,18 +108,24 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
             };
             let fake_var = hidden("__retry_fake_return", output_span);
             if lending {
-                // The body runs in an inner block, so its `return` ends the
-                // attempt, not the hand-back; `self` is `__self` in it.
+                // The body runs in an inner async block, so its `return`
+                // ends the attempt, not the hand-back of the borrows; `self`
+                // is `__self` in it.
                 let block = rename_self(block.to_token_stream());
-                return_lending(LendingAttempt {
-                    output,
-                    fake_ty: &fake_ty,
-                    fake_var: &fake_var,
-                    result_var: &result_var,
-                    block,
-                    into_result: &into_result,
-                    names: &lent_names,
-                })
+                quote! {
+                    #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
+                    async move {
+                        let #result_var: #output = async {
+                            if false {
+                                let #fake_var: #fake_ty = loop {};
+                                return #fake_var;
+                            }
+                            #block
+                        }
+                        .await;
+                        ((#(#lent_names,)*), #into_result)
+                    }
+                }
             } else {
                 quote! {
                     // The declared type on the result makes `?` and type errors
@@ -305,45 +309,6 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             token
         })
         .collect()
-}
-
-/// The pieces of a lending attempt (see [`return_lending`]).
-struct LendingAttempt<'a> {
-    output: &'a syn::Type,
-    fake_ty: &'a TokenStream,
-    fake_var: &'a syn::Ident,
-    result_var: &'a syn::Ident,
-    block: TokenStream,
-    into_result: &'a TokenStream,
-    names: &'a [TokenStream],
-}
-
-/// One attempt of a lending fn: the body in an inner async block (with the
-/// fake return), then the borrows handed back beside the result.
-fn return_lending(a: LendingAttempt<'_>) -> TokenStream {
-    let LendingAttempt {
-        output,
-        fake_ty,
-        fake_var,
-        result_var,
-        block,
-        into_result,
-        names,
-    } = a;
-    quote! {
-        #[allow(unreachable_code, clippy::let_and_return, clippy::needless_return, clippy::diverging_sub_expression, clippy::type_complexity)]
-        async move {
-            let #result_var: #output = async {
-                if false {
-                    let #fake_var: #fake_ty = loop {};
-                    return #fake_var;
-                }
-                #block
-            }
-            .await;
-            ((#(#names,)*), #into_result)
-        }
-    }
 }
 
 /// `self` renamed to `__self` throughout `tokens` (macro arguments too), as
