@@ -63,14 +63,24 @@ pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
     let shape = shape(sig, errors);
     let mut args = Vec::new();
     let mut lends_self = false;
+    // Where each exclusive borrow is, in case it cannot be lent.
+    let mut lent_spans = Vec::new();
     for (index, input) in sig.inputs.iter_mut().enumerate() {
         match input {
             FnArg::Receiver(receiver) => match check_receiver(receiver) {
-                Ok(exclusive) => lends_self = exclusive,
+                Ok(exclusive) => {
+                    lends_self = exclusive;
+                    if exclusive {
+                        lent_spans.push(receiver.span());
+                    }
+                }
                 Err(e) => errors.push(e),
             },
             FnArg::Typed(typed) => {
                 let lent = matches!(&*typed.ty, Type::Reference(r) if r.mutability.is_some());
+                if lent {
+                    lent_spans.push(typed.ty.span());
+                }
                 let span = typed.span();
                 match &mut *typed.pat {
                     // A plain name keeps its name (rustdoc shows it); `mut`
@@ -100,6 +110,18 @@ pub fn plan(sig: &mut Signature, errors: &mut Errors) -> Option<Plan> {
                     }
                 }
             }
+        }
+    }
+    // `#[async_trait]` already turned the body into one boxed future that
+    // holds the borrows: there is nothing left to lend to each attempt.
+    if matches!(shape, Some(Shape::AsyncTrait)) {
+        for span in lent_spans {
+            errors.push(syn::Error::new(
+                span,
+                "#[retry] cannot lend a `&mut` borrow to each attempt of an `#[async_trait]` method \
+                 (the trait already boxed the body with the borrow in it): take `&self`, or put \
+                 #[retry] on an inherent `async fn` the method calls",
+            ));
         }
     }
     shape.map(|shape| Plan {
