@@ -19,8 +19,9 @@ use std::path::Path;
 
 /// A batch larger than this is hashed in slices of this many rows, with a
 /// yield to the scheduler between slices: on a current-thread runtime no
-/// other task waits longer than one slice (about 0.5 ms of 1.2 KB rows on 2
-/// cores), and a multi-thread worker is held no longer than that either.
+/// other task waits longer than one slice (about 1 ms of 1.3 KB rows on 2
+/// cores: BENCHMARKS.md section 7 measures 414 ms for 400 batches of 500),
+/// and a multi-thread worker is held no longer than that either.
 const YIELD_EVERY: usize = 512;
 
 /// Wraps a [`Sink`] so that loading the same row twice writes it once.
@@ -53,9 +54,9 @@ const YIELD_EVERY: usize = 512;
 /// larger than 512 rows is hashed 512 rows at a time with a yield to the
 /// scheduler in between. So on a current-thread runtime the other tasks run
 /// between slices instead of waiting for the whole batch, and on a
-/// multi-thread runtime a worker is held for one slice (about 0.5 ms of
-/// 1.2 KB rows on 2 cores) at a time: less than handing the batch to
-/// `spawn_blocking` would cost in copies, since the rows stay borrowed.
+/// multi-thread runtime a worker is held for one slice (about 1 ms of
+/// 1.3 KB rows on 2 cores) at a time. The rows stay borrowed throughout:
+/// `spawn_blocking` would need them copied or owned.
 ///
 /// ```
 /// use etl_core::{IdempotentSink, JsonlSink, Launch, Row, Sink};
