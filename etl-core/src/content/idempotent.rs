@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
@@ -103,10 +103,52 @@ fn key_set(digests: Vec<Digest>) -> KeySet {
 }
 
 struct Keys {
-    /// Keys whose rows the inner sink wrote.
-    written: KeySet,
+    /// Keys whose rows the inner sink wrote (all, or the newest in bounded
+    /// mode).
+    written: Written,
     /// Keys a running load has claimed and is writing now.
     claimed: KeySet,
+}
+
+/// The keys known to be written: every one, or in bounded mode the newest
+/// `cap` of them, the oldest forgotten first.
+struct Written {
+    set: KeySet,
+    /// Insertion order of `set`, kept only in bounded mode.
+    bounded: Option<Fifo>,
+}
+
+struct Fifo {
+    cap: usize,
+    order: VecDeque<Digest>,
+}
+
+impl Written {
+    fn contains(&self, digest: &Digest) -> bool {
+        self.set.contains(digest)
+    }
+
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Remembers `digest`; in bounded mode a full set forgets its oldest key
+    /// to make room (first in, first out: a hit does not refresh a key, so a
+    /// hit costs no bookkeeping, and the inner sink, idempotent by itself,
+    /// makes a forgotten key harmless).
+    fn insert(&mut self, digest: Digest) {
+        if !self.set.insert(digest) {
+            return;
+        }
+        if let Some(fifo) = &mut self.bounded {
+            fifo.order.push_back(digest);
+            while fifo.order.len() > fifo.cap {
+                if let Some(oldest) = fifo.order.pop_front() {
+                    self.set.remove(&oldest);
+                }
+            }
+        }
+    }
 }
 
 impl<S> IdempotentSink<S> {
@@ -125,7 +167,79 @@ impl<S> IdempotentSink<S> {
         Self::with_keys(inner, key_set(digests))
     }
 
-    fn with_keys(inner: S, written: KeySet) -> Self {
+    /// Wraps `inner`, remembering at most `max_keys` written rows: when the
+    /// memory is full, the key remembered longest ago is forgotten (first in,
+    /// first out). For an inner sink that is **idempotent by itself**: a
+    /// forgotten row met again goes to the inner sink, which must skip it.
+    ///
+    /// Memory stays flat however long the process runs and however much the
+    /// destination holds (the set's ~55 bytes a key, BENCHMARKS.md section
+    /// 5, plus 32 for the eviction order), while the rows met again soon, a page re-read at an
+    /// incremental cursor, a retried batch, still stop here. The contract of
+    /// `load` is unchanged: `Ok` only when every row handed over is written.
+    ///
+    /// Which inner sinks may use it:
+    /// - `etl_postgres::PostgresSink`: yes. Its `INSERT ... ON CONFLICT
+    ///   (content_key) DO NOTHING` skips a row the table holds and counts
+    ///   only the rows it inserted, so a forgotten row costs one round trip
+    ///   and is never written or counted twice.
+    /// - Any sink that keys rows by [`crate::content_key`] and skips known
+    ///   keys itself (an upsert, a `PUT` to a content-addressed object
+    ///   store) and returns the count of rows it actually added.
+    /// - [`JsonlSink`]: **no**. It appends whatever it is handed, so a
+    ///   forgotten row met again would be a second line. A file output
+    ///   needs every key: use [`IdempotentSink::resume`].
+    ///
+    /// ```
+    /// use etl_core::{IdempotentSink, Launch, Row, Sink};
+    /// # use async_trait::async_trait;
+    /// # use std::collections::{HashSet, VecDeque};
+    /// # use std::sync::Mutex;
+    /// # /// Idempotent by itself: keeps a row once, counts only new ones.
+    /// # #[derive(Default)]
+    /// # struct Upsert(Mutex<HashSet<String>>);
+    /// # #[async_trait]
+    /// # impl Sink for Upsert {
+    /// #     async fn load(&self, rows: &[Row]) -> Result<usize, etl_core::EtlError> {
+    /// #         let mut held = self.0.lock().unwrap();
+    /// #         let mut new = 0;
+    /// #         for row in rows {
+    /// #             new += usize::from(held.insert(row.content_key()?));
+    /// #         }
+    /// #         Ok(new)
+    /// #     }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), etl_core::EtlError> {
+    /// let row = |id: &str| Row::Launches(Launch { id: id.into(), name: "Electron".into(), ..Default::default() });
+    /// // `Upsert` skips rows it holds, as PostgresSink does.
+    /// let sink = IdempotentSink::bounded(Upsert::default(), 2);
+    /// assert_eq!(sink.load(&[row("a"), row("b"), row("c")]).await?, 3);
+    /// assert_eq!(sink.seen_count(), 2); // "a" was forgotten...
+    /// assert_eq!(sink.load(&[row("a")]).await?, 0); // ...and the inner sink skipped it
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn bounded(inner: S, max_keys: usize) -> Self {
+        let fifo = Fifo {
+            cap: max_keys,
+            order: VecDeque::new(),
+        };
+        Self::with_written(
+            inner,
+            Written {
+                set: KeySet::default(),
+                bounded: Some(fifo),
+            },
+        )
+    }
+
+    fn with_keys(inner: S, set: KeySet) -> Self {
+        Self::with_written(inner, Written { set, bounded: None })
+    }
+
+    fn with_written(inner: S, written: Written) -> Self {
         IdempotentSink {
             inner,
             keys: Mutex::new(Keys {
@@ -146,7 +260,8 @@ impl<S> IdempotentSink<S> {
         self.inner
     }
 
-    /// How many distinct rows are known to be written.
+    /// How many distinct rows are known to be written (in bounded mode, how
+    /// many are remembered: at most the cap).
     pub fn seen_count(&self) -> usize {
         self.lock().written.len()
     }

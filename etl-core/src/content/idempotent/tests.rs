@@ -370,3 +370,108 @@ fn a_large_load_lets_other_tasks_run_on_a_current_thread_runtime() {
         "the other task ran {ran} times while the batch was hashed"
     );
 }
+
+/// An inner sink that is idempotent by itself, as `PostgresSink` is: it
+/// keeps each distinct row once and counts only the rows it added.
+#[derive(Default)]
+struct Upsert {
+    rows: Mutex<Vec<Row>>,
+    calls: AtomicU32,
+}
+
+#[async_trait]
+impl Sink for Upsert {
+    async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut held = self.rows.lock().unwrap();
+        let mut added = 0;
+        for row in rows {
+            if !held.contains(row) {
+                held.push(row.clone());
+                added += 1;
+            }
+        }
+        Ok(added)
+    }
+}
+
+#[tokio::test]
+async fn bounded_forgets_the_oldest_keys_and_the_inner_sink_skips_them_when_met_again() {
+    let sink = IdempotentSink::bounded(Upsert::default(), 2);
+    assert_eq!(sink.load(&[row("a"), row("b")]).await.unwrap(), 2);
+    assert_eq!(sink.load(&[row("c")]).await.unwrap(), 1);
+    // "a" was remembered first, so it was the one forgotten.
+    assert_eq!(sink.seen_count(), 2);
+    assert!(!sink.is_seen(&row("a").content_key().unwrap()));
+    assert!(sink.is_seen(&row("b").content_key().unwrap()));
+    assert!(sink.is_seen(&row("c").content_key().unwrap()));
+
+    // Remembered rows still stop here: no call reaches the inner sink.
+    assert_eq!(sink.load(&[row("b"), row("c")]).await.unwrap(), 0);
+    assert_eq!(sink.inner().calls.load(Ordering::SeqCst), 2);
+
+    // The forgotten row goes to the inner sink, which skips it: 0 new, and
+    // it is held once.
+    assert_eq!(sink.load(&[row("a")]).await.unwrap(), 0);
+    assert_eq!(sink.inner().calls.load(Ordering::SeqCst), 3);
+    assert_eq!(ids(&sink.inner().rows.lock().unwrap()), ["a", "b", "c"]);
+    // Met again, it is remembered again (and "b" is now the oldest).
+    assert!(sink.is_seen(&row("a").content_key().unwrap()));
+    assert!(!sink.is_seen(&row("b").content_key().unwrap()));
+    assert_eq!(sink.seen_count(), 2);
+}
+
+#[tokio::test]
+async fn bounded_with_a_large_batch_keeps_the_newest_keys_only() {
+    let rows = big_batch(1_000);
+    let sink = IdempotentSink::bounded(Upsert::default(), 100);
+    assert_eq!(sink.load(&rows).await.unwrap(), 1_000);
+    assert_eq!(sink.seen_count(), 100);
+    assert_eq!(sink.load(&rows[900..]).await.unwrap(), 0);
+    assert_eq!(
+        sink.inner().calls.load(Ordering::SeqCst),
+        1,
+        "the newest 100 stop here"
+    );
+    assert_eq!(
+        sink.load(&rows).await.unwrap(),
+        0,
+        "the inner sink skips the rest"
+    );
+    assert_eq!(sink.inner().rows.lock().unwrap().len(), 1_000);
+}
+
+#[tokio::test]
+async fn bounded_at_one_key_a_failed_write_unmarks_its_rows() {
+    let sink = IdempotentSink::bounded(Recorder::scripted([Step::Fail]), 1);
+    let rows = [row("a"), row("b")];
+    assert!(sink.load(&rows).await.is_err());
+    assert_eq!(sink.seen_count(), 0);
+    assert!(sink.inner().written_ids().is_empty());
+    // The retry writes both; one key is remembered.
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+    assert_eq!(sink.seen_count(), 1);
+    assert!(sink.is_seen(&row("b").content_key().unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn bounded_at_one_key_a_cancelled_write_unmarks_its_rows() {
+    let sink = IdempotentSink::bounded(Recorder::scripted([Step::Hang]), 1);
+    let rows = [row("a"), row("b")];
+    let timed_out = tokio::time::timeout(Duration::from_secs(30), sink.load(&rows)).await;
+    assert!(timed_out.is_err(), "the hanging write must time out");
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+    assert_eq!(sink.seen_count(), 1);
+}
+
+#[tokio::test]
+async fn bounded_at_zero_keys_remembers_nothing_and_forwards_everything() {
+    let sink = IdempotentSink::bounded(Upsert::default(), 0);
+    assert_eq!(sink.load(&[row("a"), row("a")]).await.unwrap(), 1);
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.load(&[row("a")]).await.unwrap(), 0);
+    assert_eq!(sink.inner().calls.load(Ordering::SeqCst), 2);
+}
