@@ -179,18 +179,45 @@ pub(crate) fn append(
 /// Opens `path` for appending, creating it if missing, and cuts a torn last
 /// line (one with no `\n`, left by a crash) so the next append cannot glue
 /// onto it.
+///
+/// A file it creates has its directory synced before it is returned: the
+/// batches appended later are synced with `sync_data`, which makes the
+/// file's data durable but not the directory entry that names it, so
+/// without this a power cut could lose a new file, rows counted as written
+/// and all.
 pub(crate) fn open_append(path: &Path) -> Result<File, EtlError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| io_error(path, "open", e))?;
+    let mut options = OpenOptions::new();
+    options.read(true).append(true);
+    // create_new tells whether this call made the file.
+    let mut file = match options.clone().create_new(true).open(path) {
+        Ok(file) => {
+            sync_directory_of(path).map_err(|e| io_error(path, "sync the directory of", e))?;
+            return Ok(file);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => options.open(path),
+        Err(e) => Err(e),
+    }
+    .map_err(|e| io_error(path, "open", e))?;
     let cut = repair_torn_tail(&mut file).map_err(|e| io_error(path, "repair", e))?;
     if cut > 0 {
         tracing::warn!(path = %path.display(), bytes = cut, "cut a torn last line left by an interrupted write");
     }
     Ok(file)
+}
+
+/// Makes the directory entry of the file at `path` durable: `fsync` on its
+/// directory. Where a directory cannot be opened as a file (Windows), there
+/// is nothing to do: the file system keeps its entries itself.
+fn sync_directory_of(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()?;
+        tracing::debug!(dir = %dir.display(), file = %path.display(), "created the file; its directory synced");
+    }
+    Ok(())
 }
 
 pub(crate) fn io_error(path: &Path, what: &str, e: std::io::Error) -> EtlError {
@@ -248,6 +275,40 @@ mod tests {
         for l in text.lines() {
             serde_json::from_str::<Row>(l).unwrap();
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn creating_the_file_syncs_its_directory_and_opening_it_again_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let (sink, events) =
+            crate::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
+        assert!(sink.is_ok() && path.exists());
+        let synced: Vec<_> = events
+            .iter()
+            .filter(|e| e.contains("its directory synced"))
+            .collect();
+        assert_eq!(synced.len(), 1, "{events:?}");
+        assert!(
+            synced[0].contains(&format!("dir={}", dir.path().display())),
+            "{events:?}"
+        );
+
+        // The file exists now: nothing new to make durable.
+        let (again, events) =
+            crate::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
+        assert!(again.is_ok());
+        assert!(
+            !events.iter().any(|e| e.contains("directory synced")),
+            "{events:?}"
+        );
+
+        // A relative path's directory is the working directory.
+        assert_eq!(
+            sync_directory_of(Path::new("bare.jsonl")).map_err(|e| e.kind()),
+            Ok(())
+        );
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! Test helper: the warnings a closure logs, as `message key=value ...` lines.
+//! Test helper: the events a closure logs (warnings, or down to a level
+//! asked for), as `message key=value ...` lines.
 
 use std::fmt::{Debug, Write as _};
 use std::sync::{Arc, Mutex};
@@ -6,8 +7,8 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<String>>>);
+#[derive(Clone)]
+struct Recorder(Arc<Mutex<Vec<String>>>, Level);
 
 struct Line<'a>(&'a mut String);
 
@@ -19,7 +20,7 @@ impl Visit for Line<'_> {
 
 impl Subscriber for Recorder {
     fn enabled(&self, m: &Metadata<'_>) -> bool {
-        *m.level() <= Level::WARN
+        *m.level() <= self.1
     }
     fn new_span(&self, _: &Attributes<'_>) -> Id {
         Id::from_u64(1)
@@ -37,7 +38,13 @@ impl Subscriber for Recorder {
 
 /// Runs `f` and returns its result with the warnings it logged.
 pub(crate) fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
-    let recorder = Recorder::default();
+    capture_at(Level::WARN, f)
+}
+
+/// Runs `f` and returns its result with the events it logged at `level`
+/// or above.
+pub(crate) fn capture_at<T>(level: Level, f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let recorder = Recorder(Arc::default(), level);
     let out = tracing::subscriber::with_default(recorder.clone(), f);
     let lines = recorder.0.lock().unwrap().clone();
     (out, lines)
