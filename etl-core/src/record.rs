@@ -44,12 +44,28 @@ pub trait Record: Serialize + Send + Sync {
     fn record_id(&self) -> Option<String> {
         None
     }
+
+    /// When the record last changed at its source, if it says: an RFC 3339
+    /// UTC timestamp such as `2026-11-12T12:00:00Z` (fractional seconds and
+    /// `+00:00` read too). `etl-postgres` keeps it in the indexed
+    /// `updated_at` column: the cursor of an incremental load, and the
+    /// order of the `<table>_current` view. `None` by default.
+    fn updated_at(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Record for Row {
     fn record_id(&self) -> Option<String> {
         match self {
             Row::Launches(launch) => Some(launch.id.clone()),
+        }
+    }
+
+    /// A launch's `last_updated`.
+    fn updated_at(&self) -> Option<String> {
+        match self {
+            Row::Launches(launch) => launch.last_updated.clone(),
         }
     }
 }

@@ -38,24 +38,142 @@ impl TableName {
         TableName::new(&format!("{}_rejects", self.0))
     }
 
+    /// The view beside this table that shows each launch as it is now:
+    /// `<name>_current` (`InvalidInput` when that is longer than 63 bytes).
+    pub fn current(&self) -> Result<TableName, EtlError> {
+        TableName::new(&format!("{}_current", self.0))
+    }
+
     /// The name quoted for SQL.
     pub fn quoted(&self) -> String {
         format!("\"{}\"", self.0)
     }
 }
 
-/// The rows table: `content_key text PRIMARY KEY, row jsonb, launch_id
-/// text, loaded_at timestamptz`, created if missing.
-pub async fn create(client: &Client, table: &TableName) -> Result<(), EtlError> {
-    create_if_missing(
-        client,
-        table,
-        "content_key text PRIMARY KEY,
-         row jsonb NOT NULL,
-         launch_id text,
-         loaded_at timestamptz NOT NULL DEFAULT now()",
-    )
+/// Creates the rows table if it is missing and brings it to this release's
+/// schema:
+///
+/// ```sql
+/// content_key text PRIMARY KEY, row jsonb NOT NULL, launch_id text,
+/// loaded_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz
+/// -- indexes: (updated_at), (launch_id, updated_at DESC NULLS LAST, loaded_at DESC)
+/// -- view <table>_current: the newest row of each launch_id
+/// ```
+///
+/// One catalog look when the table is already there (every run after the
+/// first): nothing that reads the rows. A table made by an earlier release
+/// (no `updated_at`) is upgraded in place: the column added, filled once
+/// from each launch row's `last_updated`, the indexes and the view created,
+/// all in one transaction under the same advisory lock as the creation, so
+/// any number of processes may open it at once and exactly one upgrades it.
+/// No key changes.
+pub async fn prepare(client: &Client, table: &TableName) -> Result<(), EtlError> {
+    let current = table.current().ok();
+    if is_ready(client, table, current.as_ref()).await? {
+        return Ok(());
+    }
+    locked(client, table, async {
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {} (
+                     content_key text PRIMARY KEY,
+                     row jsonb NOT NULL,
+                     launch_id text,
+                     loaded_at timestamptz NOT NULL DEFAULT now())",
+                table.quoted()
+            ))
+            .await?;
+        // Under the lock: another process may have upgraded it while this
+        // one waited.
+        if !has_updated_at(client, table).await? {
+            upgrade(client, table).await?;
+        }
+        match &current {
+            Some(view) => create_view(client, table, view).await,
+            None => {
+                tracing::warn!(
+                    table = table.as_str(),
+                    "no <table>_current view: its name would be longer than 63 bytes"
+                );
+                Ok(())
+            }
+        }
+    })
     .await
+}
+
+/// Whether the table, its `updated_at` column and its view all exist: one
+/// round trip to the catalog.
+async fn is_ready(
+    client: &Client,
+    table: &TableName,
+    current: Option<&TableName>,
+) -> Result<bool, EtlError> {
+    let view = current.map(TableName::quoted);
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute
+                            WHERE attrelid = to_regclass($1) AND attname = 'updated_at'
+                              AND NOT attisdropped)
+                    AND ($2::text IS NULL OR to_regclass($2) IS NOT NULL)",
+            &[&table.quoted(), &view],
+        )
+        .await
+        .map_err(|e| errors::from_pg_plain(&e))?;
+    row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
+}
+
+async fn has_updated_at(client: &Client, table: &TableName) -> Result<bool, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute
+                            WHERE attrelid = to_regclass($1) AND attname = 'updated_at'
+                              AND NOT attisdropped)",
+            &[&table.quoted()],
+        )
+        .await?;
+    row.try_get(0)
+}
+
+/// Adds `updated_at`, fills it from the launch rows' `last_updated` (those
+/// in the API's format; any other value stays NULL rather than failing the
+/// upgrade), and indexes it. A new, empty table takes the same path, so a
+/// table has one history whichever release made it.
+///
+/// The indexes are named by PostgreSQL (`CREATE INDEX ON`): a name derived
+/// from a 63-byte table name would be cut, and could collide.
+async fn upgrade(client: &Client, table: &TableName) -> Result<(), tokio_postgres::Error> {
+    let t = table.quoted();
+    client
+        .batch_execute(&format!(
+            r#"ALTER TABLE {t} ADD COLUMN updated_at timestamptz;
+               UPDATE {t} SET updated_at = (row -> 'Launches' ->> 'last_updated')::timestamptz
+                WHERE row -> 'Launches' ->> 'last_updated'
+                      ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(\.[0-9]+)?(Z|\+00:00)$';
+               CREATE INDEX ON {t} (updated_at);
+               CREATE INDEX ON {t} (launch_id, updated_at DESC NULLS LAST, loaded_at DESC);"#
+        ))
+        .await
+}
+
+/// `<table>_current`: one row per `launch_id`, the newest by update time,
+/// then by load time (then by key, so the choice is the same every time).
+async fn create_view(
+    client: &Client,
+    table: &TableName,
+    view: &TableName,
+) -> Result<(), tokio_postgres::Error> {
+    client
+        .batch_execute(&format!(
+            "CREATE OR REPLACE VIEW {view} AS
+             SELECT DISTINCT ON (launch_id) content_key, row, launch_id, updated_at, loaded_at
+             FROM {t}
+             WHERE launch_id IS NOT NULL
+             ORDER BY launch_id, updated_at DESC NULLS LAST, loaded_at DESC, content_key",
+            view = view.quoted(),
+            t = table.quoted()
+        ))
+        .await
 }
 
 /// The rejects table: `reject_key text PRIMARY KEY, raw text, error text,
@@ -75,26 +193,44 @@ pub async fn create_rejects(client: &Client, table: &TableName) -> Result<(), Et
     .await
 }
 
-/// `CREATE TABLE IF NOT EXISTS`, under a transaction-scoped advisory lock:
-/// two processes creating the same table at once would otherwise race on
-/// the catalog and one would fail with a unique violation.
+/// `CREATE TABLE IF NOT EXISTS`, under the table's lock.
 async fn create_if_missing(
     client: &Client,
     table: &TableName,
     columns: &str,
 ) -> Result<(), EtlError> {
-    let sql = format!(
-        "BEGIN;
-         SELECT pg_advisory_xact_lock(hashtext('etl_postgres.create.' || '{name}'));
-         CREATE TABLE IF NOT EXISTS {quoted} ({columns});
-         COMMIT;",
-        name = table.as_str(),
-        quoted = table.quoted()
+    let sql = format!("CREATE TABLE IF NOT EXISTS {} ({columns})", table.quoted());
+    locked(client, table, client.batch_execute(&sql)).await
+}
+
+/// Runs `work` in a transaction holding a transaction-scoped advisory lock
+/// on the table's name: two processes creating or upgrading the same table
+/// at once would otherwise race on the catalog, and one would fail with a
+/// unique violation.
+async fn locked(
+    client: &Client,
+    table: &TableName,
+    work: impl std::future::Future<Output = Result<(), tokio_postgres::Error>>,
+) -> Result<(), EtlError> {
+    let begin = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(hashtext('etl_postgres.create.' || '{}'))",
+        table.as_str()
     );
-    if let Err(e) = client.batch_execute(&sql).await {
+    let done = async {
+        client.batch_execute(&begin).await?;
+        work.await?;
+        client.batch_execute("COMMIT").await
+    };
+    if let Err(e) = done.await {
         // Leave the connection usable for the caller's next statement.
         let _ = client.batch_execute("ROLLBACK").await;
-        return Err(errors::from_pg_plain(&e));
+        return Err(match errors::from_pg_plain(&e) {
+            EtlError::Database { sqlstate, message } => EtlError::Database {
+                sqlstate,
+                message: format!("preparing table {}: {message}", table.as_str()),
+            },
+            other => other,
+        });
     }
     Ok(())
 }

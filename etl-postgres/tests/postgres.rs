@@ -28,7 +28,7 @@ async fn fresh(name: &str) -> (tokio_postgres::Client, String) {
     let (admin, connection) = tokio_postgres::connect(&url(), NoTls).await.unwrap();
     tokio::spawn(connection);
     admin
-        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\" CASCADE"))
         .await
         .unwrap();
     (admin, table)
@@ -36,7 +36,7 @@ async fn fresh(name: &str) -> (tokio_postgres::Client, String) {
 
 async fn drop_table(admin: &tokio_postgres::Client, table: &str) {
     admin
-        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\""))
+        .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\" CASCADE"))
         .await
         .unwrap();
 }
@@ -174,10 +174,32 @@ async fn connection_lost_mid_batch_is_transient_and_the_retry_completes() {
 #[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
 async fn type_error_is_permanent() {
     let (admin, table) = fresh("types").await;
-    // A table of that name with an incompatible column.
+    // A table of that name with an incompatible column: opening it (the
+    // upgrade reads `row` as jsonb) fails, permanently, naming the table.
     admin
         .batch_execute(&format!(
             "CREATE TABLE \"{table}\" (content_key text PRIMARY KEY, row integer, launch_id text)"
+        ))
+        .await
+        .unwrap();
+    let err = PostgresSink::connect(&url(), &table).await.unwrap_err();
+    assert!(
+        matches!(err, EtlError::Database { sqlstate: Some(ref c), .. } if c == "42883"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains(&format!("preparing table {table}")),
+        "{err}"
+    );
+    assert!(!err.is_transient());
+
+    // One that opens (it has the column) but cannot take a row: the load
+    // fails permanently.
+    admin
+        .batch_execute(&format!(
+            "DROP TABLE \"{table}\"; CREATE TABLE \"{table}\" (content_key text PRIMARY KEY, \
+             row integer, launch_id text, loaded_at timestamptz, updated_at timestamptz)"
         ))
         .await
         .unwrap();
@@ -302,12 +324,10 @@ async fn a_user_struct_loads_exactly_once_and_resumes() {
     drop_table(&admin, &table).await;
 }
 
-#[tokio::test]
-#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
-async fn a_table_written_before_rows_became_generic_resumes_with_zero_new_rows() {
-    let (admin, table) = fresh("old").await;
-    // The table as the code before the change wrote it: its own DDL, and
-    // each row keyed by content_id("row", line) of the JSONL line.
+/// The rows of `written-by-0.1.0.jsonl`, in a table made as the release
+/// before issue 16 made it: its own DDL (no `updated_at`, no view), and each
+/// row keyed by content_id("row", line) of the JSONL line.
+async fn old_release_table(admin: &tokio_postgres::Client, table: &str) -> Vec<Row> {
     admin
         .batch_execute(&format!(
             "CREATE TABLE \"{table}\" (content_key text PRIMARY KEY, row jsonb NOT NULL, \
@@ -327,10 +347,30 @@ async fn a_table_written_before_rows_became_generic_resumes_with_zero_new_rows()
             .await
             .unwrap();
     }
-    let rows: Vec<Row> = old
-        .lines()
+    old.lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .collect()
+}
+
+/// The definitions of the table's indexes.
+async fn indexes(admin: &tokio_postgres::Client, table: &str) -> Vec<String> {
+    admin
+        .query(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = $1 ORDER BY indexdef",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_table_written_before_rows_became_generic_resumes_with_zero_new_rows() {
+    let (admin, table) = fresh("old").await;
+    let rows = old_release_table(&admin, &table).await;
     let store = PostgresSink::connect(&url(), &table).await.unwrap();
     assert_eq!(
         store.load(&rows).await.unwrap(),
@@ -341,6 +381,201 @@ async fn a_table_written_before_rows_became_generic_resumes_with_zero_new_rows()
     let sink = IdempotentSink::with_seen(store, keys);
     assert_eq!(sink.load(&rows).await.unwrap(), 0);
     assert_eq!(sink.inner().count().await.unwrap(), 10);
+    drop_table(&admin, &table).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_table_of_the_previous_release_is_upgraded_in_place_and_resumes() {
+    let (admin, table) = fresh("upgrade").await;
+    let rows = old_release_table(&admin, &table).await;
+    let keys_before: HashSet<String> = admin
+        .query(&format!("SELECT content_key FROM \"{table}\""), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+
+    let sink = IdempotentSink::bounded(PostgresSink::connect(&url(), &table).await.unwrap(), 4);
+
+    // The column is there and filled from each row's last_updated.
+    let mismatched: i64 = admin
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM \"{table}\" \
+                 WHERE updated_at IS DISTINCT FROM (row->'Launches'->>'last_updated')::timestamptz"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(mismatched, 0, "every row's updated_at is its last_updated");
+    // The cursor: the newest of the stored launches, in the API's form.
+    let newest = rows
+        .iter()
+        .filter_map(|Row::Launches(l)| l.last_updated.clone())
+        .max();
+    assert_eq!(sink.inner().newest_last_updated().await.unwrap(), newest);
+    let defs = indexes(&admin, &table).await;
+    assert!(
+        defs.iter().any(|d| d.ends_with("USING btree (updated_at)")),
+        "{defs:?}"
+    );
+    // No key changed, and the rows resume with 0 new.
+    let keys_after: HashSet<String> = sink
+        .inner()
+        .content_keys()
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(keys_after, keys_before);
+    assert_eq!(sink.load(&rows).await.unwrap(), 0);
+    assert_eq!(sink.inner().count().await.unwrap(), 10);
+
+    // Opening it again changes nothing more.
+    PostgresSink::connect(&url(), &table).await.unwrap();
+    assert_eq!(indexes(&admin, &table).await, defs);
+    drop_table(&admin, &table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn four_openers_of_an_old_table_at_once_upgrade_it_once() {
+    let (admin, table) = fresh("upgrade4").await;
+    let rows = old_release_table(&admin, &table).await;
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let (table, rows) = (table.clone(), rows.clone());
+            tokio::spawn(async move {
+                let sink = PostgresSink::connect(&url(), &table).await?;
+                sink.load(&rows).await
+            })
+        })
+        .collect();
+    for opener in openers {
+        assert_eq!(opener.await.unwrap().unwrap(), 0, "every row was there");
+    }
+    let defs = indexes(&admin, &table).await;
+    assert_eq!(
+        defs.len(),
+        3,
+        "the key and two indexes, each once: {defs:?}"
+    );
+    let view_rows: i64 = admin
+        .query_one(&format!("SELECT count(*) FROM \"{table}_current\""), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(view_rows, 10);
+    drop_table(&admin, &table).await;
+}
+
+fn launch(id: &str, name: &str, last_updated: &str) -> Row {
+    Row::Launches(Launch {
+        id: id.into(),
+        name: name.into(),
+        last_updated: Some(last_updated.into()),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn the_current_view_holds_the_newest_row_of_each_launch() {
+    let (admin, table) = fresh("current").await;
+    let sink = PostgresSink::connect(&url(), &table).await.unwrap();
+    let current = || async {
+        admin
+            .query(
+                &format!(
+                    "SELECT launch_id, row->'Launches'->>'name' FROM \"{table}_current\" ORDER BY launch_id"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect::<Vec<_>>()
+    };
+    let pair = |id: &str, name: &str| (id.to_string(), name.to_string());
+    sink.load(&[
+        launch("a", "A v1", "2026-11-01T00:00:00Z"),
+        launch("b", "B v1", "2026-11-02T00:00:00Z"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(current().await, [pair("a", "A v1"), pair("b", "B v1")]);
+
+    // An update of "a": the table keeps both versions, the view the newest.
+    sink.load(&[launch("a", "A v2", "2026-11-05T00:00:00Z")])
+        .await
+        .unwrap();
+    assert_eq!(sink.count().await.unwrap(), 3, "the table is a history");
+    assert_eq!(current().await, [pair("a", "A v2"), pair("b", "B v1")]);
+
+    // An older version met late (a backfill) does not win: update time first.
+    sink.load(&[launch("a", "A v0", "2026-10-01T00:00:00Z")])
+        .await
+        .unwrap();
+    assert_eq!(current().await, [pair("a", "A v2"), pair("b", "B v1")]);
+
+    // A change that kept its update time: the later load wins.
+    sink.load(&[launch("b", "B v1 fixed", "2026-11-02T00:00:00Z")])
+        .await
+        .unwrap();
+    assert_eq!(
+        current().await,
+        [pair("a", "A v2"), pair("b", "B v1 fixed")]
+    );
+    assert_eq!(
+        sink.newest_last_updated().await.unwrap().as_deref(),
+        Some("2026-11-05T00:00:00Z")
+    );
+    drop_table(&admin, &table).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn an_update_time_that_does_not_read_is_kept_as_null_and_the_row_is_loaded() {
+    let (admin, table) = fresh("badtime").await;
+    let sink = PostgresSink::connect(&url(), &table).await.unwrap();
+    let rows = [
+        launch("a", "A", "yesterday"),
+        launch("b", "B", "2026-11-02T00:00:00.1234567Z"),
+    ];
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    let stored: Vec<(String, Option<String>)> = admin
+        .query(
+            &format!(
+                "SELECT launch_id, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') \
+                 FROM \"{table}\" ORDER BY launch_id"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("a".to_string(), None),
+            // Cut to whole microseconds, never rounded up past the source.
+            (
+                "b".to_string(),
+                Some("2026-11-02 00:00:00.123456".to_string())
+            )
+        ]
+    );
+    assert_eq!(
+        sink.newest_last_updated().await.unwrap().as_deref(),
+        Some("2026-11-02T00:00:00.123456000Z")
+    );
     drop_table(&admin, &table).await;
 }
 

@@ -107,6 +107,10 @@ async fn main() -> ExitCode {
 /// The run completed but rejected at least one entry: cron and CI notice.
 const EXIT_REJECTED: u8 = 3;
 
+/// How many written rows a PostgreSQL run remembers (about 9 MB): enough
+/// for the pages a run re-reads, while the table decides the rest.
+const PG_REMEMBERED_KEYS: usize = 100_000;
+
 /// How the first line shows the cursor of an incremental run over an empty
 /// output.
 const NO_CURSOR: &str = "none (empty output: reading everything)";
@@ -126,14 +130,15 @@ impl Output {
     async fn open(args: &Args) -> Result<Self, String> {
         let out = args.out.to_string_lossy();
         if out.starts_with("postgres://") || out.starts_with("postgresql://") {
-            // The database keeps each row once, whoever else loads into it;
-            // the keys it holds let this run skip known rows before sending.
+            // The table keeps each row once, whoever else loads into it, and
+            // decides what is new: nothing of it is read at start, and the
+            // bounded memory in front only spares it rows met again in this
+            // run (a page re-read at the cursor, a retried batch).
             let store = PostgresSink::connect(&out, &args.pg_table)
                 .await
                 .map_err(|e| e.to_string())?;
-            let keys = store.content_keys().await.map_err(|e| e.to_string())?;
             Ok(Output::Postgres {
-                sink: IdempotentSink::with_seen(store, keys),
+                sink: IdempotentSink::bounded(store, PG_REMEMBERED_KEYS),
             })
         } else {
             let sink = IdempotentSink::resume(&args.out).map_err(|e| e.to_string())?;
@@ -154,10 +159,10 @@ impl Output {
                 tracing::info!(path = %sink.inner().path().display(), rows = sink.seen_count(), rejects = rejects.len(), "output opened")
             }
             (Output::Postgres { sink }, Some(cursor)) => {
-                tracing::info!(table = %sink.inner().table().as_str(), rows = sink.seen_count(), %cursor, "PostgreSQL output opened; incremental")
+                tracing::info!(table = %sink.inner().table().as_str(), %cursor, "PostgreSQL output opened; incremental")
             }
             (Output::Postgres { sink }, None) => {
-                tracing::info!(table = %sink.inner().table().as_str(), rows = sink.seen_count(), "PostgreSQL output opened")
+                tracing::info!(table = %sink.inner().table().as_str(), "PostgreSQL output opened")
             }
         }
     }
@@ -187,21 +192,24 @@ impl Output {
         }
     }
 
-    /// Where the rows went, how many it holds now, where the rejects went.
-    async fn describe(&self) -> Result<(String, u64, String), String> {
+    /// Where the rows went (with how many the output holds, where that is
+    /// known without counting a table), and where the rejects went.
+    fn describe(&self) -> Result<(String, String), String> {
         Ok(match self {
             Output::Jsonl { sink, rejects } => (
-                sink.inner().path().display().to_string(),
-                sink.seen_count() as u64,
+                format!(
+                    "{} ({} rows in all)",
+                    sink.inner().path().display(),
+                    sink.seen_count()
+                ),
                 rejects.path().display().to_string(),
             ),
             Output::Postgres { sink } => {
+                // No count(*): it would read the whole table.
                 let store = sink.inner();
-                let total = store.count().await.map_err(|e| e.to_string())?;
                 let rejects = store.table().rejects().map_err(|e| e.to_string())?;
                 (
                     format!("PostgreSQL table {}", store.table().as_str()),
-                    total,
                     format!("table {}", rejects.as_str()),
                 )
             }
@@ -254,7 +262,7 @@ async fn launches(args: Args) -> Result<Summary, String> {
         bar.finish_and_clear();
     }
     let summary = result.map_err(|e| e.to_string())?;
-    let (place, total, rejects_place) = output.describe().await?;
+    let (place, rejects_place) = output.describe()?;
     let rejected = if summary.rejected == 0 {
         String::new()
     } else {
@@ -269,7 +277,7 @@ async fn launches(args: Args) -> Result<Summary, String> {
         (true, None) => "; incremental from the start".to_string(),
     };
     println!(
-        "done: {} pages, {} launches read, {} new rows written to {place} ({total} rows in all){rejected}{incremental}",
+        "done: {} pages, {} launches read, {} new rows written to {place}{rejected}{incremental}",
         summary.pages, summary.rows, summary.new_rows
     );
     Ok(summary)
