@@ -65,6 +65,16 @@ fn load(c: &mut Criterion, rows: &[Row]) {
             }
         })
     });
+    // Row::content_key is not generic: compiled in etl-core, as a user's
+    // crate calls it. The generic load is compiled here, in the user's
+    // crate: issue 17 asks that it keep etl-core's speed.
+    group.bench_function("Row::content_key in a loop, one core", |b| {
+        b.iter(|| {
+            for row in rows {
+                black_box(row.content_key().unwrap());
+            }
+        })
+    });
     group.bench_function("fresh IdempotentSink::load, batches of 500", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
