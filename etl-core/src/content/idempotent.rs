@@ -8,9 +8,13 @@
 
 use async_trait::async_trait;
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
+
+mod keys;
+
+use keys::{Keys, LoadId};
 
 use super::{parse_key, record_digests, Digest};
 use crate::jsonl::stored_digests;
@@ -88,73 +92,16 @@ pub struct IdempotentSink<S> {
     settled: Notify,
 }
 
-/// A set of content keys. The keys are SHA-256 digests, but rows can come
-/// from anyone, so the set keeps a keyed hasher (seeded per process) rather
-/// than trusting the digest bits: foldhash is that, at a fraction of
-/// SipHash's cost on 32-byte keys.
-type KeySet = HashSet<Digest, foldhash::fast::RandomState>;
-
-/// A set holding `digests`, built once at its final size: no rehashing as
-/// it grows.
-fn key_set(digests: Vec<Digest>) -> KeySet {
-    let mut set = KeySet::with_capacity_and_hasher(digests.len(), Default::default());
-    set.extend(digests);
-    set
-}
-
-struct Keys {
-    /// Keys whose rows the inner sink wrote (all, or the newest in bounded
-    /// mode).
-    written: Written,
-    /// Keys a running load has claimed and is writing now.
-    claimed: KeySet,
-}
-
-/// The keys known to be written: every one, or in bounded mode the newest
-/// `cap` of them, the oldest forgotten first.
-struct Written {
-    set: KeySet,
-    /// Insertion order of `set`, kept only in bounded mode.
-    bounded: Option<Fifo>,
-}
-
-struct Fifo {
-    cap: usize,
-    order: VecDeque<Digest>,
-}
-
-impl Written {
-    fn contains(&self, digest: &Digest) -> bool {
-        self.set.contains(digest)
-    }
-
-    fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Remembers `digest`; in bounded mode a full set forgets its oldest key
-    /// to make room (first in, first out: a hit does not refresh a key, so a
-    /// hit costs no bookkeeping, and the inner sink, idempotent by itself,
-    /// makes a forgotten key harmless).
-    fn insert(&mut self, digest: Digest) {
-        if !self.set.insert(digest) {
-            return;
-        }
-        if let Some(fifo) = &mut self.bounded {
-            fifo.order.push_back(digest);
-            while fifo.order.len() > fifo.cap {
-                if let Some(oldest) = fifo.order.pop_front() {
-                    self.set.remove(&oldest);
-                }
-            }
-        }
-    }
+/// A fresh [`LoadId`]: unique within the process.
+fn next_load_id() -> LoadId {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl<S> IdempotentSink<S> {
     /// Wraps `inner`, remembering no rows yet.
     pub fn new(inner: S) -> Self {
-        Self::with_keys(inner, KeySet::default())
+        Self::with_keys(inner, Keys::written(Vec::new()))
     }
 
     /// Wraps `inner`, treating the rows with these content keys as already
@@ -164,7 +111,7 @@ impl<S> IdempotentSink<S> {
     /// equal one, so it is skipped: remembering it would change nothing.
     pub fn with_seen(inner: S, keys: impl IntoIterator<Item = String>) -> Self {
         let digests = keys.into_iter().filter_map(|k| parse_key(&k)).collect();
-        Self::with_keys(inner, key_set(digests))
+        Self::with_keys(inner, Keys::written(digests))
     }
 
     /// Wraps `inner`, remembering at most `max_keys` written rows: when the
@@ -193,7 +140,7 @@ impl<S> IdempotentSink<S> {
     /// ```
     /// use etl_core::{IdempotentSink, Launch, Row, Sink};
     /// # use async_trait::async_trait;
-    /// # use std::collections::{HashSet, VecDeque};
+    /// # use std::collections::HashSet;
     /// # use std::sync::Mutex;
     /// # /// Idempotent by itself: keeps a row once, counts only new ones.
     /// # #[derive(Default)]
@@ -222,30 +169,13 @@ impl<S> IdempotentSink<S> {
     /// # }
     /// ```
     pub fn bounded(inner: S, max_keys: usize) -> Self {
-        let fifo = Fifo {
-            cap: max_keys,
-            order: VecDeque::new(),
-        };
-        Self::with_written(
-            inner,
-            Written {
-                set: KeySet::default(),
-                bounded: Some(fifo),
-            },
-        )
+        Self::with_keys(inner, Keys::bounded(max_keys))
     }
 
-    fn with_keys(inner: S, set: KeySet) -> Self {
-        Self::with_written(inner, Written { set, bounded: None })
-    }
-
-    fn with_written(inner: S, written: Written) -> Self {
+    fn with_keys(inner: S, keys: Keys) -> Self {
         IdempotentSink {
             inner,
-            keys: Mutex::new(Keys {
-                written,
-                claimed: KeySet::default(),
-            }),
+            keys: Mutex::new(keys),
             settled: Notify::new(),
         }
     }
@@ -263,12 +193,12 @@ impl<S> IdempotentSink<S> {
     /// How many distinct rows are known to be written (in bounded mode, how
     /// many are remembered: at most the cap).
     pub fn seen_count(&self) -> usize {
-        self.lock().written.len()
+        self.lock().written_len()
     }
 
     /// Whether the row with this content key is known to be written.
     pub fn is_seen(&self, key: &str) -> bool {
-        parse_key(key).is_some_and(|d| self.lock().written.contains(&d))
+        parse_key(key).is_some_and(|d| self.lock().is_written(&d))
     }
 
     /// The critical sections below cannot panic half-way, so a poisoned lock
@@ -285,14 +215,6 @@ impl<S: std::fmt::Debug> std::fmt::Debug for IdempotentSink<S> {
             .field("seen", &self.seen_count())
             .finish()
     }
-}
-
-/// What one look at the key sets found for the rows still to settle.
-struct Pass {
-    /// Indices of rows this load claimed and must write now.
-    claimed: Vec<usize>,
-    /// Indices of rows a concurrent load is writing.
-    waiting: Vec<usize>,
 }
 
 /// Keys claimed by one inner write. Dropping it without [`Claim::written`]
@@ -313,42 +235,15 @@ impl Claim<'_> {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        {
-            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            for digest in &self.digests {
-                keys.claimed.remove(digest);
-                if self.written {
-                    keys.written.insert(*digest);
-                }
-            }
-        }
+        self.keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .settle(&self.digests, self.written);
         self.settled.notify_waiters();
     }
 }
 
 impl<S> IdempotentSink<S> {
-    /// Looks at the key sets once, under the lock: skips written rows,
-    /// claims free ones, and lists those another load is writing.
-    fn claim(&self, digests: &[Digest], todo: &[usize]) -> Pass {
-        let mut keys = self.lock();
-        let mut pass = Pass {
-            claimed: Vec::with_capacity(todo.len()),
-            waiting: Vec::new(),
-        };
-        for &i in todo {
-            let digest = &digests[i];
-            if keys.written.contains(digest) {
-                continue;
-            }
-            if keys.claimed.insert(*digest) {
-                pass.claimed.push(i);
-            } else {
-                pass.waiting.push(i);
-            }
-        }
-        pass
-    }
-
     /// Writes the claimed rows through the inner sink; the claim settles
     /// when this returns or its future is dropped.
     async fn write<T>(
@@ -431,7 +326,7 @@ impl IdempotentSink<JsonlSink> {
         // cache instead of alternating with random writes into a growing
         // table (0.99 -> 1.27 GB/s, BENCHMARKS.md section 5).
         let digests = stored_digests(file.path(), T::KIND)?;
-        Ok(Self::with_keys(file, key_set(digests)))
+        Ok(Self::with_keys(file, Keys::written(digests)))
     }
 }
 
@@ -462,12 +357,11 @@ where
         // fails the batch here, with nothing marked.
         let digests = batch_digests(rows).await?;
 
-        // First copy of each key only, in input order.
-        let mut in_batch = KeySet::with_capacity_and_hasher(rows.len(), Default::default());
-        let mut todo: Vec<usize> = (0..rows.len())
-            .filter(|&i| in_batch.insert(digests[i]))
-            .collect();
-        drop(in_batch);
+        // Duplicates within the batch are found by the claims themselves
+        // (a key claimed under our own id), not by a set of its own: one
+        // hash-table operation a row less on the serial part of a load.
+        let me = next_load_id();
+        let mut todo: Vec<usize> = (0..rows.len()).collect();
 
         let mut written = 0;
         while !todo.is_empty() {
@@ -477,7 +371,7 @@ where
             tokio::pin!(settled);
             settled.as_mut().enable();
 
-            let pass = self.claim(&digests, &todo);
+            let pass = self.lock().claim(&digests, &todo, me);
             if !pass.claimed.is_empty() {
                 written += self.write(rows, &digests, &pass.claimed).await?;
             }
