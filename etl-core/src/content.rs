@@ -1,18 +1,34 @@
-//! Content addressing: [`content_id`], [`Row::content_key`] and the
-//! [`IdempotentSink`] decorator that writes each distinct row at most once.
+//! The content half of etl-core (feature `content`, on by default):
+//! content addressing, [`content_id`], [`Row::content_key`] and the
+//! [`IdempotentSink`] decorator that writes each distinct row at most once,
+//! with the rows and sinks it works on.
 //!
 //! A row's identity is the SHA-256 of its canonical form (its
 //! `serde_json::to_string`), so the same data always has the same key, in
 //! this process or the next, and changed data is a new row.
+//!
+//! Its modules, each re-exported at the crate root: `record` ([`Record`]:
+//! any row type), `row` and `launch` ([`Row`], [`crate::Launch`]), `sink`
+//! ([`crate::Sink`]), `idempotent` ([`IdempotentSink`]), `jsonl`
+//! ([`crate::JsonlSink`]), `reject` (entries that did not read), and
+//! `parallel` (per-row work on every core).
 
 mod idempotent;
+pub(crate) mod jsonl;
+pub(crate) mod launch;
+mod parallel;
+pub(crate) mod record;
+pub(crate) mod reject;
+pub(crate) mod row;
+pub(crate) mod sink;
+#[cfg(test)]
+mod test_log;
 
 pub use idempotent::IdempotentSink;
 
 use sha2::{Digest as _, Sha256};
 use std::io;
 
-use crate::parallel;
 use crate::{EtlError, Record, Row};
 
 /// A content key in binary: the SHA-256 digest that [`content_id`] formats

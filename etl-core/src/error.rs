@@ -150,6 +150,7 @@ impl EtlError {
     }
 }
 
+#[cfg(feature = "content")]
 impl From<serde_json::Error> for EtlError {
     /// serde_json reports I/O failures of a writer through its own error;
     /// those keep their I/O classification, everything else is a `Parse`.
@@ -236,6 +237,7 @@ mod tests {
         assert_eq!(e.retry_after(), None);
     }
 
+    #[cfg(feature = "content")]
     #[test]
     fn json_errors_are_parse_errors() {
         let e: EtlError = serde_json::from_str::<u8>("nope").unwrap_err().into();

@@ -7,6 +7,8 @@ mod budget;
 pub(crate) mod builder;
 mod classify;
 mod jitter;
+#[doc(hidden)]
+pub mod private;
 mod timed;
 
 pub use budget::RetryBudget;

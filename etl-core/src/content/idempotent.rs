@@ -17,7 +17,7 @@ mod keys;
 use keys::{Keys, LoadId};
 
 use super::{parse_key, record_digests, Digest};
-use crate::jsonl::stored_digests;
+use crate::content::jsonl::stored_digests;
 use crate::{EtlError, JsonlSink, Record, Row, Sink};
 use std::path::Path;
 

@@ -8,8 +8,8 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use super::{io_error, is_json_shaped};
+use crate::content::parallel::cores;
 use crate::content::{digest, Digest};
-use crate::parallel::cores;
 use crate::EtlError;
 
 /// A file smaller than this is hashed by the calling thread alone: a thread
@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(first.lines + second.lines, 120_001);
         assert_eq!(first.lines + second.odd[0] + 1, 100_002);
         let (digests, warnings) =
-            crate::test_log::capture(|| stored_digests(&path, "row").unwrap());
+            crate::content::test_log::capture(|| stored_digests(&path, "row").unwrap());
         assert_eq!(digests.len(), 120_001);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("line=100002"), "{}", warnings[0]);

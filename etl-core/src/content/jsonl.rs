@@ -283,7 +283,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let (sink, events) =
-            crate::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
+            crate::content::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
         assert!(sink.is_ok() && path.exists());
         let synced: Vec<_> = events
             .iter()
@@ -297,7 +297,7 @@ mod tests {
 
         // The file exists now: nothing new to make durable.
         let (again, events) =
-            crate::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
+            crate::content::test_log::capture_at(tracing::Level::DEBUG, || JsonlSink::open(&path));
         assert!(again.is_ok());
         assert!(
             !events.iter().any(|e| e.contains("directory synced")),
@@ -332,7 +332,7 @@ mod tests {
         let path = dir.path().join("out.jsonl");
         let good = line(&row("a"));
         std::fs::write(&path, format!("{good}not a row\n{good}")).unwrap();
-        let warnings = crate::test_log::capture(|| read_content_keys(&path).unwrap());
+        let warnings = crate::content::test_log::capture(|| read_content_keys(&path).unwrap());
         assert_eq!(warnings.1.len(), 1, "{:?}", warnings.1);
         assert!(warnings.1[0].contains("line=2"), "{}", warnings.1[0]);
         // Kept, and still counted: the file is left as it is.

@@ -15,8 +15,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use crate::content::jsonl::{append, io_error, open_append};
 use crate::content::{digest, Digest};
-use crate::jsonl::{append, io_error, open_append};
 use crate::EtlError;
 
 /// The kind tag under which [`Reject::key`] hashes the raw entry.
