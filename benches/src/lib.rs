@@ -47,7 +47,7 @@ pub fn live_bytes() -> isize {
 
 /// Launch objects in Launch Library 2.2.0's shape, as the offline dataset of
 /// etl-sources holds them (synthetic, schema-true).
-const LAUNCHES: &str = include_str!("../../etl-sources/data/upcoming-2.2.0.json");
+const LAUNCHES: &str = include_str!("../data/upcoming-2.2.0.json");
 
 /// `n` distinct, realistic rows: the 12 dataset launches, each copy with
 /// its own id and `last_updated`.
@@ -57,8 +57,7 @@ pub fn rows(n: usize) -> Vec<Row> {
 
 /// Ten real Launch Library 2.3.0 launches (etl-core's test data, from the
 /// API's upcoming endpoint).
-const REAL_LAUNCHES: &str =
-    include_str!("../../etl-core/tests/data/ll2-2.3.0-upcoming-results.json");
+const REAL_LAUNCHES: &str = include_str!("../data/ll2-2.3.0-upcoming-results.json");
 
 /// `n` distinct rows made from the real launches (about 1.3 KB each as
 /// JSON): each copy with its own id and `last_updated`.

@@ -4,6 +4,8 @@
 //! fixtures, which a fresh clone does not have): the `results` of a 2.3.0
 //! `/launches/upcoming/` page and a whole 2.2.0 `/launch/upcoming/` page.
 
+#![cfg(feature = "content")]
+
 use etl_core::{Launch, Row};
 use serde_json::{json, Value};
 

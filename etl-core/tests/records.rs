@@ -1,6 +1,8 @@
 //! Exactly-once writes for any row type, and outputs written before rows
 //! became generic resuming unchanged.
 
+#![cfg(feature = "content")]
+
 use etl_core::{
     content_id, content_key, read_record_keys, IdempotentSink, JsonlSink, Launch, Record, Row, Sink,
 };

@@ -335,7 +335,7 @@ async fn old_release_table(admin: &tokio_postgres::Client, table: &str) -> Vec<R
         ))
         .await
         .unwrap();
-    let old = include_str!("../../etl-core/tests/data/written-by-0.1.0.jsonl");
+    let old = include_str!("data/written-by-0.1.0.jsonl");
     for line in old.lines() {
         let row: Row = serde_json::from_str(line).unwrap();
         let Row::Launches(launch) = &row;
