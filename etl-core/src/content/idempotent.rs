@@ -17,7 +17,7 @@ mod keys;
 use keys::{Keys, LoadId};
 
 use super::{parse_key, record_digests, Digest};
-use crate::content::jsonl::stored_digests;
+use crate::content::jsonl::each_piece;
 use crate::{EtlError, JsonlSink, Record, Row, Sink};
 use std::path::Path;
 
@@ -322,11 +322,18 @@ impl IdempotentSink<JsonlSink> {
     /// ```
     pub fn resume_as<T: Record>(path: impl AsRef<Path>) -> Result<Self, EtlError> {
         let file = JsonlSink::open(path)?;
-        // Digests first, set after: hashing the file streams through the
-        // cache instead of alternating with random writes into a growing
-        // table (0.99 -> 1.27 GB/s, BENCHMARKS.md section 5).
-        let digests = stored_digests(file.path(), T::KIND)?;
-        Ok(Self::with_keys(file, Keys::written(digests)))
+        // The file is hashed in pieces on every core; this thread puts each
+        // finished piece's keys into the set between pieces of its own, so
+        // building the set overlaps the hashing instead of following it.
+        // The first piece sizes the set for the whole file (pieces are of
+        // equal size): no growing table's random writes among the hashing
+        // (BENCHMARKS.md section 5).
+        let mut keys = Keys::written(Vec::new());
+        each_piece(file.path(), T::KIND, |_, pieces, digests| {
+            let expected = digests.len().saturating_mul(pieces);
+            keys.add_written(digests, expected);
+        })?;
+        Ok(Self::with_keys(file, keys))
     }
 }
 

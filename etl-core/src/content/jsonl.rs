@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 mod stored;
 
-pub(crate) use stored::stored_digests;
+pub(crate) use stored::{each_piece, stored_digests};
 
 use crate::{EtlError, Record, Row, Sink};
 

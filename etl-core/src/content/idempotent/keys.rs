@@ -70,6 +70,16 @@ impl Keys {
         }
     }
 
+    /// Adds keys already written (unbounded memory). The first call sizes
+    /// the set for `expected` keys in all, so that a resume fed piece by
+    /// piece rehashes at most once more.
+    pub fn add_written(&mut self, digests: Vec<Digest>, expected: usize) {
+        if self.known.capacity() == 0 {
+            self.known.reserve(expected);
+        }
+        self.known.extend(digests.into_iter().map(Key));
+    }
+
     /// At most `cap` written keys remembered, the oldest forgotten first.
     pub fn bounded(cap: usize) -> Self {
         Keys {

@@ -1,11 +1,15 @@
 //! The content keys of the lines stored in a JSONL file, hashed on every
-//! core: the file is cut into one byte range per core, each range is read
-//! and hashed by its own thread where its lines lie in the read buffer, and
-//! the digests come back in file order.
+//! core: the file is cut into pieces of a few MB, every core's thread takes
+//! the next piece until none is left, each piece is read and hashed where
+//! its lines lie in the read buffer, and the digests of each piece go to the
+//! calling thread as soon as it is done, so that what the caller does with
+//! them (a resume builds its set of keys) overlaps the hashing of the rest.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use super::{io_error, is_json_shaped};
 use crate::content::parallel::cores;
@@ -15,6 +19,17 @@ use crate::EtlError;
 /// A file smaller than this is hashed by the calling thread alone: a thread
 /// costs more than its share of a small file.
 const PARALLEL_MIN_BYTES: u64 = 1 << 20;
+
+/// The size of a piece: about 5 ms of hashing, so the threads end within a
+/// piece of each other and the caller takes each piece's keys in well under
+/// a millisecond, while a piece's thread hand-off and file seek stay
+/// negligible.
+#[cfg(not(test))]
+const PIECE_BYTES: u64 = 8 << 20;
+/// Small in tests, so that a test file of a few MB is hundreds of pieces,
+/// finished out of order.
+#[cfg(test)]
+const PIECE_BYTES: u64 = 4 << 10;
 
 /// What one range of the file held.
 #[derive(Default)]
@@ -32,49 +47,98 @@ struct Range {
 /// is a torn write, not a row; an empty line is passed over. A line that is
 /// not one JSON value's outline is reported as a warning with its number.
 pub(crate) fn stored_digests(path: &Path, kind: &str) -> Result<Vec<Digest>, EtlError> {
+    let mut pieces = Vec::new();
+    each_piece(path, kind, |index, _, digests| {
+        pieces.push((index, digests))
+    })?;
+    pieces.sort_unstable_by_key(|&(index, _)| index);
+    Ok(pieces
+        .into_iter()
+        .flat_map(|(_, digests)| digests)
+        .collect())
+}
+
+/// [`stored_digests`] in no particular order: `take(index, pieces,
+/// digests)` is called on the calling thread with the digests of each piece
+/// of the file (`index` of `pieces`) as soon as it is hashed, while the
+/// other cores hash the rest. The warnings come at the end, in file order.
+pub(crate) fn each_piece(
+    path: &Path,
+    kind: &str,
+    mut take: impl FnMut(usize, usize, Vec<Digest>),
+) -> Result<(), EtlError> {
     let len = match std::fs::metadata(path) {
         Ok(meta) => meta.len(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_error(path, "open", e)),
     };
-    let parts = if len < PARALLEL_MIN_BYTES {
-        1
+    let (pieces, threads) = if len < PARALLEL_MIN_BYTES {
+        (1, 1)
     } else {
-        cores() as u64
+        let threads = cores();
+        (
+            len.div_ceil(PIECE_BYTES).max(threads as u64) as usize,
+            threads,
+        )
     };
-    let bounds: Vec<u64> = (0..=parts).map(|i| len * i / parts).collect();
-    let ranges: Vec<io::Result<Range>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = bounds
-            .windows(2)
-            .skip(1)
-            .map(|w| {
-                let (start, end) = (w[0], w[1]);
-                scope.spawn(move || hash_range(path, kind, start, end))
-            })
-            .collect();
-        let mut ranges = vec![hash_range(path, kind, bounds[0], bounds[1])];
-        ranges.extend(
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-        );
-        ranges
+    let bound = |i: usize| len * i as u64 / pieces as u64;
+    let next = AtomicUsize::new(0);
+    let hash_next = || {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        (i < pieces).then(|| (i, hash_range(path, kind, bound(i), bound(i + 1))))
+    };
+    // Each piece's line count and odd lines, to number the odd lines in the
+    // whole file once every piece is in; the first error, if any.
+    let mut counts: Vec<(usize, u64, Vec<u64>)> = Vec::with_capacity(pieces);
+    let mut failed: Option<io::Error> = None;
+    let mut file_piece = |i: usize, range: io::Result<Range>| match range {
+        Ok(range) => {
+            counts.push((i, range.lines, range.odd));
+            take(i, pieces, range.digests);
+        }
+        Err(e) => {
+            // Let the other threads stop at their next piece.
+            next.store(pieces, Ordering::Relaxed);
+            failed.get_or_insert(e);
+        }
+    };
+    std::thread::scope(|scope| {
+        let (done, finished) = mpsc::channel();
+        for _ in 1..threads {
+            let done = done.clone();
+            scope.spawn(move || {
+                while let Some(piece) = hash_next() {
+                    if done.send(piece).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done);
+        // This thread hashes pieces too, and between them files the pieces
+        // the others finished.
+        while let Some((i, range)) = hash_next() {
+            file_piece(i, range);
+            while let Ok((i, range)) = finished.try_recv() {
+                file_piece(i, range);
+            }
+        }
+        for (i, range) in finished {
+            file_piece(i, range);
+        }
     });
-    let mut digests = Vec::new();
+    if let Some(e) = failed {
+        return Err(io_error(path, "read", e));
+    }
+    counts.sort_unstable_by_key(|&(i, _, _)| i);
     let mut before = 0u64;
-    for range in ranges {
-        let range = range.map_err(|e| io_error(path, "read", e))?;
-        for line in &range.odd {
+    for (_, lines, odd) in counts {
+        for line in odd {
             tracing::warn!(path = %path.display(), line = before + line + 1, "a line of the output is not a row (hand-edited or corrupted?); left as it is");
         }
-        before += range.lines;
-        if digests.is_empty() {
-            digests = range.digests;
-        } else {
-            digests.extend(range.digests);
-        }
+        before += lines;
     }
-    Ok(digests)
+    Ok(())
 }
 
 /// Hashes the lines that start in `[start, end)`: the range's first line
@@ -199,5 +263,12 @@ mod tests {
         assert_eq!(digests.len(), 120_001);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("line=100002"), "{}", warnings[0]);
+        // In file order, every line once, though hundreds of pieces finish
+        // in any order.
+        let whole = hash_range(&path, "row", 0, text.len() as u64).unwrap();
+        assert_eq!(digests, whole.digests);
+        let mut pieces = 0;
+        each_piece(&path, "row", |_, of, _| pieces = of).unwrap();
+        assert!(pieces > 100, "{pieces} pieces");
     }
 }
