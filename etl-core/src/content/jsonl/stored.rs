@@ -83,9 +83,18 @@ pub(crate) fn each_piece(
     };
     let bound = |i: usize| len * i as u64 / pieces as u64;
     let next = AtomicUsize::new(0);
-    let hash_next = || {
+    // Takes the next piece, if any, and hashes it with this thread's reader
+    // (opened at its first piece; its buffer serves every piece after).
+    let hash_next = |reader: &mut Option<BufReader<File>>| {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        (i < pieces).then(|| (i, hash_range(path, kind, bound(i), bound(i + 1))))
+        (i < pieces).then(|| {
+            let range = match reader {
+                Some(reader) => hash_range(reader, kind, bound(i), bound(i + 1)),
+                empty => open(path)
+                    .and_then(|r| hash_range(empty.insert(r), kind, bound(i), bound(i + 1))),
+            };
+            (i, range)
+        })
     };
     // Each piece's line count and odd lines, to number the odd lines in the
     // whole file once every piece is in; the first error, if any.
@@ -107,7 +116,8 @@ pub(crate) fn each_piece(
         for _ in 1..threads {
             let done = done.clone();
             scope.spawn(move || {
-                while let Some(piece) = hash_next() {
+                let mut reader = None;
+                while let Some(piece) = hash_next(&mut reader) {
                     if done.send(piece).is_err() {
                         break;
                     }
@@ -117,7 +127,8 @@ pub(crate) fn each_piece(
         drop(done);
         // This thread hashes pieces too, and between them files the pieces
         // the others finished.
-        while let Some((i, range)) = hash_next() {
+        let mut reader = None;
+        while let Some((i, range)) = hash_next(&mut reader) {
             file_piece(i, range);
             while let Ok((i, range)) = finished.try_recv() {
                 file_piece(i, range);
@@ -141,20 +152,24 @@ pub(crate) fn each_piece(
     Ok(())
 }
 
+/// A reader of the file with a 1 MB buffer: lines are hashed where they lie
+/// in it.
+fn open(path: &Path) -> io::Result<BufReader<File>> {
+    Ok(BufReader::with_capacity(1 << 20, File::open(path)?))
+}
+
 /// Hashes the lines that start in `[start, end)`: the range's first line
 /// starts at `start` if a line starts there, else after the next `\n`; its
 /// last line may run past `end`.
-fn hash_range(path: &Path, kind: &str, start: u64, end: u64) -> io::Result<Range> {
+fn hash_range(reader: &mut BufReader<File>, kind: &str, start: u64, end: u64) -> io::Result<Range> {
     let mut out = Range::default();
     if start >= end {
         return Ok(out);
     }
-    let mut file = File::open(path)?;
     // Look one byte back: a line starts at `start` exactly when the byte
     // before it ends a line.
     let from = start.saturating_sub(1);
-    file.seek(SeekFrom::Start(from))?;
-    let mut reader = BufReader::with_capacity(1 << 20, file);
+    reader.seek(SeekFrom::Start(from))?;
     // Where the next unread byte of the file is.
     let mut pos = from;
     if start > 0 {
@@ -220,7 +235,7 @@ mod tests {
         let path = dir.path().join("f.jsonl");
         let text = "{\"a\":1}\n\n[2]\n{\"long\":\"xxxxxxxxxxxxxxxx\"}\n3\n{\"torn\"";
         std::fs::write(&path, text).unwrap();
-        let whole = hash_range(&path, "row", 0, text.len() as u64).unwrap();
+        let whole = hash_range(&mut open(&path).unwrap(), "row", 0, text.len() as u64).unwrap();
         assert_eq!(whole.digests.len(), 4);
         assert_eq!(whole.lines, 5);
         for cut in 0..=text.len() as u64 {
@@ -229,7 +244,7 @@ mod tests {
                 let mut digests = Vec::new();
                 let mut lines = 0;
                 for (a, b) in parts {
-                    let r = hash_range(&path, "row", a, b).unwrap();
+                    let r = hash_range(&mut open(&path).unwrap(), "row", a, b).unwrap();
                     digests.extend(r.digests);
                     lines += r.lines;
                 }
@@ -254,8 +269,8 @@ mod tests {
         assert!(text.len() as u64 > PARALLEL_MIN_BYTES);
         // Cut in two ranges whatever the machine's cores.
         let half = text.len() as u64 / 2;
-        let first = hash_range(&path, "row", 0, half).unwrap();
-        let second = hash_range(&path, "row", half, text.len() as u64).unwrap();
+        let first = hash_range(&mut open(&path).unwrap(), "row", 0, half).unwrap();
+        let second = hash_range(&mut open(&path).unwrap(), "row", half, text.len() as u64).unwrap();
         assert_eq!(first.lines + second.lines, 120_001);
         assert_eq!(first.lines + second.odd[0] + 1, 100_002);
         let (digests, warnings) =
@@ -265,7 +280,7 @@ mod tests {
         assert!(warnings[0].contains("line=100002"), "{}", warnings[0]);
         // In file order, every line once, though hundreds of pieces finish
         // in any order.
-        let whole = hash_range(&path, "row", 0, text.len() as u64).unwrap();
+        let whole = hash_range(&mut open(&path).unwrap(), "row", 0, text.len() as u64).unwrap();
         assert_eq!(digests, whole.digests);
         let mut pieces = 0;
         each_piece(&path, "row", |_, of, _| pieces = of).unwrap();
