@@ -7,6 +7,7 @@ mod budget;
 pub(crate) mod builder;
 mod classify;
 mod jitter;
+pub(crate) mod op;
 #[doc(hidden)]
 pub mod private;
 mod timed;

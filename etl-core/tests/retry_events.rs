@@ -1,5 +1,6 @@
-//! Each retry emits one `tracing` event naming the attempt, the delay, the
-//! error and whether the server's Retry-After chose the delay.
+//! Each retry emits one `tracing` event naming the call (`op`), the
+//! attempt, the delay, the error and whether the server's Retry-After chose
+//! the delay; giving up is one event naming the call and the reason.
 
 use etl_core::{with_retry, EtlError, RetryPolicy};
 use std::collections::BTreeMap;
@@ -76,6 +77,10 @@ fn retry_emits_one_event_per_retry_with_its_facts() {
     assert_eq!(retries.len(), 2, "{events:?}");
     let (level, first) = retries[0];
     assert_eq!(*level, Level::WARN);
+    assert_eq!(
+        first["op"], "\"with_retry\"",
+        "with or without the metrics feature"
+    );
     assert_eq!(first["attempt"], "1");
     assert_eq!(first["delay_ms"], "200");
     assert_eq!(first["retry_after"], "false");
@@ -112,6 +117,54 @@ fn giving_up_is_one_event_naming_the_reason() {
     let (level, fields) = gave_up[0];
     assert_eq!(*level, Level::WARN);
     assert_eq!(fields["reason"], "Exhausted");
+    assert_eq!(fields["op"], "\"with_retry\"");
     assert_eq!(fields["attempts"], "2");
     assert!(fields["error"].contains("connection reset"));
+}
+
+#[test]
+fn a_named_call_and_a_retry_fn_name_their_events() {
+    use etl_core::retry::Retry;
+
+    #[etl_core::retry(max_attempts = 2)]
+    async fn fetch_page(fail: bool) -> Result<(), EtlError> {
+        if fail {
+            Err(EtlError::Network("reset".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let _ = fetch_page(true).await;
+        let _ = Retry::new(RetryPolicy {
+            max_attempts: 2,
+            ..RetryPolicy::default()
+        })
+        .name("load_invoices")
+        .run(|| async { Err::<(), _>(EtlError::Network("reset".into())) })
+        .await;
+    });
+    let events = recorder.0.lock().unwrap();
+    let ops: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, f)| f.get("op").map(String::as_str))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "\"fetch_page\"",
+            "\"fetch_page\"",
+            "\"load_invoices\"",
+            "\"load_invoices\""
+        ],
+        "a retry and a give-up each: {events:?}"
+    );
 }

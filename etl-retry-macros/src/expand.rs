@@ -38,6 +38,11 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
     let hidden = |name: &str, at: Span| syn::Ident::new(name, Span::mixed_site().located_at(at));
     let krate_at_output = respan(krate.to_token_stream(), output_span);
     let policy_var = hidden("__retry_policy", Span::call_site());
+    // The call's name for its events and metrics: the fn's. A static per
+    // fn, so that the metric keys are built once per process.
+    let op_var = hidden("__retry_op", Span::call_site());
+    let op_static = hidden("__RETRY_OP", Span::call_site());
+    let op_name = sig.ident.to_string();
     let attempt_var = hidden("__retry_attempt", output_span);
     let result_var = hidden("__retry_result", output_span);
 
@@ -181,7 +186,7 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
     // error); with them, or for a blocking fn, `Retry` carrying each, in
     // the order given below.
     let call = if options.any() || blocking {
-        let mut builder = quote!(#krate::retry::Retry::new(#policy_var));
+        let mut builder = quote!(#krate::retry::Retry::new(#policy_var).__op(#op_var));
         if let Some(variant) = &options.jitter {
             builder.extend(quote!(.jitter(#krate::retry::Jitter::#variant)));
         }
@@ -250,11 +255,11 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         }
     } else if lending {
         quote_spanned! {output_span=>
-            #krate_at_output::retry::Retry::new(#policy_var).run_lending((#(#lent_sources,)*), #closure)
+            #krate_at_output::retry::Retry::new(#policy_var).__op(#op_var).run_lending((#(#lent_sources,)*), #closure)
         }
     } else {
         quote_spanned! {output_span=>
-            #krate_at_output::__private::with_policy(#policy_var, #closure)
+            #krate_at_output::__private::with_policy(#op_var, #policy_var, #closure)
         }
     };
     let body = match &plan.shape {
@@ -282,6 +287,10 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
                 max_attempts: #max_attempts,
                 base_delay: #base,
                 max_delay: #max,
+            };
+            let #op_var: &'static #krate::__private::Op = {
+                static #op_static: #krate::__private::Op = #krate::__private::Op::new(#op_name);
+                &#op_static
             };
             #body
         }

@@ -390,6 +390,8 @@ where
             settled.await;
             todo = pass.waiting;
         }
+        #[cfg(feature = "metrics")]
+        crate::metrics::sink_rows(written as u64, rows.len().saturating_sub(written) as u64);
         Ok(written)
     }
 }

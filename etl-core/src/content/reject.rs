@@ -190,6 +190,8 @@ impl RejectSink for JsonlRejects {
         append(file, &self.path, &batch, true)?;
         let new = fresh.len();
         state.kept.extend(fresh);
+        #[cfg(feature = "metrics")]
+        crate::metrics::rejects_kept(new as u64);
         Ok(new)
     }
 }

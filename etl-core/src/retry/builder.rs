@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::Instant;
 
+use super::op::{self, Op, OpRef, Reason};
 use super::{Jitter, RetryBudget, RetryableError};
 use crate::RetryPolicy;
 
@@ -29,9 +30,12 @@ macro_rules! attempt_then_retry {
                 }
                 Err(err) => err,
             };
-            if !$crate::retry::RetryableError::is_transient(&err)
-                || $retry.policy().max_attempts <= 1
-            {
+            if !$crate::retry::RetryableError::is_transient(&err) {
+                $retry.stopped($crate::retry::Stop::Permanent);
+                return Err(err);
+            }
+            if $retry.policy().max_attempts <= 1 {
+                $retry.stopped($crate::retry::Stop::Exhausted);
                 return Err(err);
             }
             // The retry path is a future of its own, on the heap: the
@@ -118,11 +122,13 @@ pub struct Retry<'a> {
     max_retry_after: Option<Duration>,
     on_retry: Option<&'a Observer<'a>>,
     budget: Option<&'a RetryBudget>,
+    op: OpRef,
 }
 
 impl fmt::Debug for Retry<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Retry")
+            .field("op", &self.op.name())
             .field("policy", &self.policy)
             .field("jitter", &self.jitter)
             .field("seed", &self.seed)
@@ -135,7 +141,8 @@ impl fmt::Debug for Retry<'_> {
 }
 
 /// Why a retry loop stopped ([`RetryReport::stop`]); the give-up `tracing`
-/// event names the same reason.
+/// event names the same reason, and so does the `stop` label of
+/// `etl_retry_calls_total` ([`Stop::as_str`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Stop {
@@ -182,6 +189,26 @@ pub struct RetryReport {
     pub stop: Stop,
 }
 
+impl Stop {
+    /// The stop in snake_case, as the `stop` label of the metrics shows it.
+    ///
+    /// ```
+    /// use etl_core::retry::Stop;
+    ///
+    /// assert_eq!(Stop::RetryAfterCeiling.as_str(), "retry_after_ceiling");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stop::Succeeded => "succeeded",
+            Stop::Permanent => "permanent",
+            Stop::Exhausted => "exhausted",
+            Stop::Deadline => "deadline",
+            Stop::RetryAfterCeiling => "retry_after_ceiling",
+            Stop::Budget => "budget",
+        }
+    }
+}
+
 impl RetryReport {
     fn first(stop: Stop) -> Self {
         RetryReport {
@@ -204,7 +231,40 @@ impl<'a> Retry<'a> {
             max_retry_after: None,
             on_retry: None,
             budget: None,
+            op: OpRef::Static(&op::WITH_RETRY),
         }
+    }
+
+    /// Names the call: the `op` field of its `tracing` events and the `op`
+    /// label of its metrics (feature `metrics`). Unnamed, it is
+    /// `"with_retry"`; `#[retry]` names it after its fn.
+    ///
+    /// ```
+    /// use etl_core::retry::Retry;
+    /// use etl_core::{EtlError, RetryPolicy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let rows = Retry::new(RetryPolicy::default())
+    ///     .name("load_invoices")
+    ///     .run(|| async { Ok::<_, EtlError>(3) })
+    ///     .await;
+    /// # assert_eq!(rows.unwrap(), 3);
+    /// # }
+    /// ```
+    #[inline]
+    pub fn name(mut self, op: &'static str) -> Self {
+        self.op = OpRef::Named(op);
+        self
+    }
+
+    /// Names the call from a static: what `#[retry]` expands to. Not
+    /// public API.
+    #[doc(hidden)]
+    #[inline]
+    pub fn __op(mut self, op: &'static Op) -> Self {
+        self.op = OpRef::Static(op);
+        self
     }
 
     /// Randomises the backoff (not a server's Retry-After).
@@ -290,9 +350,11 @@ impl<'a> Retry<'a> {
             Err(err) => err,
         };
         if !err.is_transient() {
+            self.stopped(Stop::Permanent);
             return (Err(err), RetryReport::first(Stop::Permanent));
         }
         if self.policy.max_attempts <= 1 {
+            self.stopped(Stop::Exhausted);
             return (Err(err), RetryReport::first(Stop::Exhausted));
         }
         retry_boxed(self, started, op, err).await
@@ -338,7 +400,12 @@ impl<'a> Retry<'a> {
             }
             Err(err) => err,
         };
-        if !err.is_transient() || self.policy.max_attempts <= 1 {
+        if !err.is_transient() {
+            self.stopped(Stop::Permanent);
+            return Err(err);
+        }
+        if self.policy.max_attempts <= 1 {
+            self.stopped(Stop::Exhausted);
             return Err(err);
         }
         // The same boxed retry path as `run`'s, with the context in it.
@@ -400,7 +467,7 @@ impl<'a> Retry<'a> {
                 }
                 Err(stop) => {
                     report.stop = stop;
-                    give_up(&report, &err);
+                    self.give_up(&report, &err);
                     return (Err(err), report);
                 }
             }
@@ -440,9 +507,24 @@ impl<'a> Retry<'a> {
         RetryWhen { retry: self, pred }
     }
 
-    /// Logs a retry and tells the observer, before its wait.
-    fn announce(&self, attempt: u32, delay: Duration, server_chose: bool, err: &dyn fmt::Display) {
+    /// Logs a retry, counts it and tells the observer, before its wait.
+    fn announce<E: RetryableError>(
+        &self,
+        attempt: u32,
+        delay: Duration,
+        server_chose: bool,
+        err: &E,
+    ) {
+        let reason = if server_chose {
+            Reason::RateLimited
+        } else if err.timed_out() {
+            Reason::TimedOut
+        } else {
+            Reason::Transient
+        };
+        op::retrying(self.op, reason, delay);
         tracing::warn!(
+            op = self.op.name(),
             attempt,
             max_attempts = self.policy.max_attempts,
             delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
@@ -465,9 +547,24 @@ impl<'a> Retry<'a> {
     // a whole `Retry` on the stack just to find that out.
     #[inline]
     pub(crate) fn succeeded(&self) {
+        op::succeeded(self.op);
         if let Some(budget) = self.budget {
             budget.deposit();
         }
+    }
+
+    /// The first attempt failed and no retry follows (`stop`): counted, not
+    /// logged (the error goes back to the caller at once).
+    #[cold]
+    pub(crate) fn stopped(&self, stop: Stop) {
+        op::stopped(self.op, stop);
+    }
+
+    /// The give-up event: one `warn` naming the reason, as the report does;
+    /// and the call counted by how it ended.
+    fn give_up(&self, report: &RetryReport, err: &dyn fmt::Display) {
+        op::stopped(self.op, report.stop);
+        tracing::warn!(op = self.op.name(), attempts = report.attempts, reason = ?report.stop, error = %err, "giving up");
     }
 
     /// The wait before the attempt after `attempt`, and whether the server
@@ -584,7 +681,7 @@ where
             Ok(next) => next,
             Err(stop) => {
                 report.stop = stop;
-                give_up(&report, &err);
+                retry.give_up(&report, &err);
                 return (Err(err), report);
             }
         };
@@ -602,11 +699,6 @@ where
             Err(err) => err,
         };
     }
-}
-
-/// The give-up event: one `warn` naming the reason, as the report does.
-fn give_up(report: &RetryReport, err: &dyn fmt::Display) {
-    tracing::warn!(attempts = report.attempts, reason = ?report.stop, error = %err, "giving up");
 }
 
 /// [`Retry`] with a predicate deciding what is retried ([`Retry::when`]).

@@ -65,6 +65,14 @@ pub trait RetryableError: fmt::Display {
     fn retry_after(&self) -> Option<Duration> {
         None
     }
+
+    /// Whether the attempt was cut by a timeout (a
+    /// [`TimedOut`](crate::retry::TimedOut) converted into this type): the
+    /// retry after it counts as `reason="timed_out"` in the metrics. `false`
+    /// by default.
+    fn timed_out(&self) -> bool {
+        false
+    }
 }
 
 impl RetryableError for EtlError {
@@ -74,5 +82,9 @@ impl RetryableError for EtlError {
 
     fn retry_after(&self) -> Option<Duration> {
         EtlError::retry_after(self)
+    }
+
+    fn timed_out(&self) -> bool {
+        matches!(self, EtlError::TimedOut(_))
     }
 }

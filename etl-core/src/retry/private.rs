@@ -3,13 +3,18 @@
 
 use std::future::Future;
 
+pub use crate::retry::op::Op;
 use crate::retry::{builder, Retry, RetryableError, TimedOut, TimedRetry};
 use crate::RetryPolicy;
 use std::marker::PhantomData;
 
 /// `with_retry` for any [`RetryableError`]: what `#[retry]` expands to when
 /// no option beyond the policy is given.
-pub async fn with_policy<F, Fut, T, E>(policy: RetryPolicy, mut op: F) -> Result<T, E>
+pub async fn with_policy<F, Fut, T, E>(
+    name: &'static Op,
+    policy: RetryPolicy,
+    mut op: F,
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -17,7 +22,7 @@ where
 {
     // The expression, not a local: a `Retry` built before the first attempt
     // would sit in this future's state across it.
-    builder::attempt_then_retry!(Retry::new(policy), None, op)
+    builder::attempt_then_retry!(Retry::new(policy).__op(name), None, op)
 }
 
 /// How `#[retry]` hands each attempt its own copy of an argument.

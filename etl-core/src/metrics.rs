@@ -1,0 +1,225 @@
+//! What etl-core counts (feature `metrics`, off by default), through the
+//! [`metrics`](https://docs.rs/metrics) facade: the library records, the
+//! application chooses where it goes by installing a recorder (a Prometheus
+//! exporter, StatsD, a test's debugging recorder). With no recorder
+//! installed, recording is a few nanoseconds and nothing is kept; without
+//! the feature, nothing of this is compiled in.
+//!
+//! | metric | type | labels | counts |
+//! |---|---|---|---|
+//! | `etl_retry_attempts_total` | counter | `op` | every attempt of a retried call, the first included |
+//! | `etl_retries_total` | counter | `op`, `reason` | every wait before another attempt; `reason` is `rate_limited` (the server's Retry-After chose the wait), `timed_out` (the attempt was cut by `attempt_timeout` or the deadline) or `transient` (any other transient failure) |
+//! | `etl_retry_sleep_seconds_total` | gauge, only ever increased | `op` | seconds slept between attempts (the facade's counters take whole numbers; this takes fractions) |
+//! | `etl_retry_calls_total` | counter | `op`, `stop` | every retried call, by how it ended: [`Stop::as_str`](crate::retry::Stop::as_str), `succeeded`, `permanent`, `exhausted`, `deadline`, `retry_after_ceiling` or `budget` |
+//! | `etl_sink_rows_total` | counter | `outcome` | rows handed to an `IdempotentSink`: `new` (written by that load) or `seen` (already written, or a copy of a row earlier in the same batch) |
+//! | `etl_rejects_total` | counter | | entries kept as rejects (`JsonlRejects`, and `PostgresSink` with etl-postgres's `metrics` feature): each entry once, as it is first kept |
+//!
+//! `op` names the call: the fn's name for `#[retry]` (`fetch_page`; the
+//! method's name for a method, since an attribute on a method cannot see
+//! its type), [`Retry::name`](crate::retry::Retry::name) for a loop named
+//! by hand, and `with_retry` otherwise. The retry and give-up `tracing`
+//! events carry the same `op` field, with or without this feature.
+//!
+//! Installing a recorder (here `metrics-util`'s debugging recorder, as a
+//! test would; an application installs an exporter's once, at start):
+//!
+//! ```
+//! use etl_core::{with_retry, EtlError, RetryPolicy};
+//! use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+//! use metrics_util::MetricKind;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let recorder = DebuggingRecorder::new();
+//! let snapshotter = recorder.snapshotter();
+//! // A local recorder, for this thread; `metrics::set_global_recorder` (or
+//! // an exporter's `install`) for a whole application.
+//! let _guard = metrics::set_default_local_recorder(&recorder);
+//!
+//! let mut calls = 0;
+//! let answer = with_retry(RetryPolicy::default(), || {
+//!     calls += 1;
+//!     let outcome = if calls == 1 { Err(EtlError::Network("reset".into())) } else { Ok(42) };
+//!     async move { outcome }
+//! })
+//! .await;
+//! assert_eq!(answer.unwrap(), 42);
+//!
+//! let attempts = snapshotter.snapshot().into_vec().into_iter().find(|(key, ..)| {
+//!     key.kind() == MetricKind::Counter && key.key().name() == "etl_retry_attempts_total"
+//! });
+//! let (key, _, _, value) = attempts.unwrap();
+//! assert_eq!(key.key().labels().next().map(|l| (l.key(), l.value())), Some(("op", "with_retry")));
+//! assert_eq!(value, DebugValue::Counter(2));
+//! # }
+//! ```
+//!
+//! [`describe`] registers each metric's help text and unit with the
+//! installed recorder, for exporters that show them (Prometheus' `# HELP`).
+
+use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Unit};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::retry::op::{Op, OpRef, Reason};
+use crate::retry::Stop;
+
+/// Every attempt of a retried call.
+pub const RETRY_ATTEMPTS: &str = "etl_retry_attempts_total";
+/// Every wait before another attempt, by reason.
+pub const RETRIES: &str = "etl_retries_total";
+/// Seconds slept between attempts.
+pub const RETRY_SLEEP_SECONDS: &str = "etl_retry_sleep_seconds_total";
+/// Every retried call, by how it ended.
+pub const RETRY_CALLS: &str = "etl_retry_calls_total";
+/// Rows handed to an `IdempotentSink`, new or seen.
+pub const SINK_ROWS: &str = "etl_sink_rows_total";
+/// Entries kept as rejects.
+pub const REJECTS: &str = "etl_rejects_total";
+
+/// Registers the help text and unit of every metric above with the
+/// installed recorder (call it once, after installing one).
+pub fn describe() {
+    metrics::describe_counter!(
+        RETRY_ATTEMPTS,
+        "Attempts of retried calls, the first included."
+    );
+    metrics::describe_counter!(
+        RETRIES,
+        "Waits before another attempt, by reason: rate_limited, timed_out, transient."
+    );
+    metrics::describe_gauge!(
+        RETRY_SLEEP_SECONDS,
+        Unit::Seconds,
+        "Seconds slept between attempts (only ever increases)."
+    );
+    metrics::describe_counter!(RETRY_CALLS, "Retried calls, by how they ended (stop).");
+    metrics::describe_counter!(
+        SINK_ROWS,
+        "Rows handed to an IdempotentSink: new (written) or seen (already written)."
+    );
+    metrics::describe_counter!(REJECTS, "Entries kept as rejects.");
+}
+
+/// Where the library's metrics come from in the recorder's eyes.
+static METADATA: Metadata<'static> = Metadata::new("etl_core", Level::INFO, Some("etl_core"));
+
+/// Every stop, in the order of `OpKeys::calls`.
+const STOPS: [Stop; 6] = [
+    Stop::Succeeded,
+    Stop::Permanent,
+    Stop::Exhausted,
+    Stop::Deadline,
+    Stop::RetryAfterCeiling,
+    Stop::Budget,
+];
+
+fn stop_index(stop: Stop) -> usize {
+    match stop {
+        Stop::Succeeded => 0,
+        Stop::Permanent => 1,
+        Stop::Exhausted => 2,
+        Stop::Deadline => 3,
+        Stop::RetryAfterCeiling => 4,
+        Stop::Budget => 5,
+    }
+}
+
+fn reason_index(reason: Reason) -> usize {
+    match reason {
+        Reason::RateLimited => 0,
+        Reason::TimedOut => 1,
+        Reason::Transient => 2,
+    }
+}
+
+/// The keys of one op's metrics, built once: a key with a label of its own
+/// allocates, which the success path must not do on every call.
+pub(crate) struct OpKeys {
+    attempts: Key,
+    retries: [Key; 3],
+    sleep: Key,
+    calls: [Key; STOPS.len()],
+}
+
+impl OpKeys {
+    pub(crate) fn new(op: &'static str) -> Self {
+        let with = |name: &'static str, extra: Option<(&'static str, &'static str)>| {
+            let mut labels = vec![Label::from_static_parts("op", op)];
+            labels.extend(extra.map(|(k, v)| Label::from_static_parts(k, v)));
+            Key::from_parts(name, labels)
+        };
+        OpKeys {
+            attempts: with(RETRY_ATTEMPTS, None),
+            retries: ["rate_limited", "timed_out", "transient"]
+                .map(|reason| with(RETRIES, Some(("reason", reason)))),
+            sleep: with(RETRY_SLEEP_SECONDS, None),
+            calls: STOPS.map(|stop| with(RETRY_CALLS, Some(("stop", stop.as_str())))),
+        }
+    }
+}
+
+/// The op for a name given at run time: one per distinct name, kept for the
+/// life of the process (names are `&'static str`, so there are only as many
+/// as the program has).
+pub(crate) fn interned(name: &'static str) -> &'static Op {
+    static NAMED: Mutex<Option<HashMap<&'static str, &'static Op>>> = Mutex::new(None);
+    let mut named = NAMED.lock().unwrap_or_else(PoisonError::into_inner);
+    named
+        .get_or_insert_with(HashMap::new)
+        .entry(name)
+        .or_insert_with(|| Op::leaked(name))
+}
+
+fn counter(key: &Key) -> Counter {
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+}
+
+fn gauge(key: &Key) -> Gauge {
+    metrics::with_recorder(|recorder| recorder.register_gauge(key, &METADATA))
+}
+
+/// A call ended with its last attempt: one attempt, one call. Out of line:
+/// the success path carries one call to it.
+#[inline(never)]
+pub(crate) fn call_ended(op: OpRef, stop: Stop) {
+    let keys = op.keys();
+    // One look for the recorder, two counters: the facade's least for two
+    // metrics (BENCHMARKS.md section 11).
+    metrics::with_recorder(|recorder| {
+        recorder
+            .register_counter(&keys.attempts, &METADATA)
+            .increment(1);
+        recorder
+            .register_counter(&keys.calls[stop_index(stop)], &METADATA)
+            .increment(1);
+    });
+}
+
+/// An attempt failed and the loop waits: one attempt, one retry, the wait.
+pub(crate) fn retrying(op: OpRef, reason: Reason, delay: Duration) {
+    let keys = op.keys();
+    counter(&keys.attempts).increment(1);
+    counter(&keys.retries[reason_index(reason)]).increment(1);
+    gauge(&keys.sleep).increment(delay.as_secs_f64());
+}
+
+/// Rows an `IdempotentSink` load was handed: `new` written by it, `seen`
+/// already written (or copies within the batch).
+pub fn sink_rows(new: u64, seen: u64) {
+    if new > 0 {
+        metrics::counter!(SINK_ROWS, "outcome" => "new").increment(new);
+    }
+    if seen > 0 {
+        metrics::counter!(SINK_ROWS, "outcome" => "seen").increment(seen);
+    }
+}
+
+/// Entries a rejects sink kept for the first time (for sinks outside
+/// etl-core, such as `etl_postgres::PostgresSink`).
+pub fn rejects_kept(entries: u64) {
+    if entries > 0 {
+        metrics::counter!(REJECTS).increment(entries);
+    }
+}
