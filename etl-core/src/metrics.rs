@@ -207,13 +207,12 @@ pub(crate) fn retrying(op: OpRef, reason: Reason, delay: Duration) {
 
 /// Rows an `IdempotentSink` load was handed: `new` written by it, `seen`
 /// already written (or copies within the batch).
+///
+/// Both outcomes are recorded, zero too: "0 new" is an answer an alert
+/// can read, where a series that never appeared is not.
 pub fn sink_rows(new: u64, seen: u64) {
-    if new > 0 {
-        metrics::counter!(SINK_ROWS, "outcome" => "new").increment(new);
-    }
-    if seen > 0 {
-        metrics::counter!(SINK_ROWS, "outcome" => "seen").increment(seen);
-    }
+    metrics::counter!(SINK_ROWS, "outcome" => "new").increment(new);
+    metrics::counter!(SINK_ROWS, "outcome" => "seen").increment(seen);
 }
 
 /// Entries a rejects sink kept for the first time (for sinks outside

@@ -287,6 +287,8 @@ impl RejectSink for PostgresSink {
             .execute(&sql, &[&keys, &raws, &errs, &sources])
             .await
             .map_err(|e| errors::from_pg(e, &mut slot))?;
+        #[cfg(feature = "metrics")]
+        etl_core::metrics::rejects_kept(inserted);
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
     }
 }

@@ -6,7 +6,10 @@
 //!   [`etl_core::JsonlSink`], resumable and safe to kill, with entries that
 //!   do not read kept in a rejects file ([`etl_core::JsonlRejects`]);
 //! - [`replay`]: an in-process LL2-shaped server on 127.0.0.1, which the
-//!   binary serves its bundled dataset from when run offline.
+//!   binary serves its bundled dataset from when run offline;
+//! - [`cli`]: the `launches` command, options and run; [`metrics`]: what a
+//!   run counts beyond etl-core's metrics, and its Prometheus file;
+//!   [`progress`]: its progress bar on a terminal.
 //!
 //! ```no_run
 //! use etl_sources::{pipeline, SourceOptions, SpaceDevsSource};
@@ -29,8 +32,11 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod cursor;
+pub mod metrics;
 pub mod pipeline;
+pub mod progress;
 pub mod replay;
 mod source;
 pub mod wire;

@@ -1,9 +1,8 @@
 //! The pipeline: source pages -> [`IdempotentSink`] -> [`JsonlSink`] -> file,
 //! resumable and safe to kill at any moment.
 
-use etl_core::{
-    with_retry, EtlError, IdempotentSink, JsonlRejects, JsonlSink, RejectSink, RetryPolicy, Sink,
-};
+use etl_core::retry::Retry;
+use etl_core::{EtlError, IdempotentSink, JsonlRejects, JsonlSink, RejectSink, RetryPolicy, Sink};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,7 +99,8 @@ pub fn open_rejects(path: &Path) -> Result<JsonlRejects, EtlError> {
 /// Reads `source` page by page (at most `max_pages`) and loads each page
 /// into `sink`, and its unreadable entries into `rejects`, before fetching
 /// the next, so a failure, or a kill, loses no page that was already read.
-/// A transient sink failure is retried with `RetryPolicy::default()`. One
+/// A transient sink failure is retried with `RetryPolicy::default()` (the
+/// calls named `sink_load` and `reject_sink` in the retry metrics). One
 /// `info` event per page.
 pub async fn run<S: Sink, R: RejectSink>(
     source: &mut SpaceDevsSource,
@@ -129,19 +129,28 @@ pub async fn run_with_progress<S: Sink, R: RejectSink>(
         // A sink's transient failure (a lost database connection, say) is
         // retried; an IdempotentSink gives back the keys of a failed write,
         // so the retry writes them.
-        let new_rows = match with_retry(RetryPolicy::default(), || sink.load(&page.rows)).await {
+        let new_rows = match Retry::new(RetryPolicy::default())
+            .name("sink_load")
+            .run(|| sink.load(&page.rows))
+            .await
+        {
             Ok(n) => n,
             Err(error) => return Err(RunError { done, error }),
         };
         let new_rejects = if page.rejects.is_empty() {
             0
         } else {
-            match with_retry(RetryPolicy::default(), || rejects.reject(&page.rejects)).await {
+            match Retry::new(RetryPolicy::default())
+                .name("reject_sink")
+                .run(|| rejects.reject(&page.rejects))
+                .await
+            {
                 Ok(n) => n,
                 Err(error) => return Err(RunError { done, error }),
             }
         };
         done.pages += 1;
+        crate::metrics::page_loaded();
         done.rows += page.rows.len();
         done.new_rows += new_rows;
         done.rejected += page.rejects.len();

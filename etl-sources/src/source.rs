@@ -344,13 +344,15 @@ impl SpaceDevsSource {
     /// Every long wait is announced ([`announce_wait`]).
     #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = announce_wait)]
     async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
-        let response = self
-            .client
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(|e| wire::transport_error(&url, &e))?;
+        let response = match self.client.get(url.clone()).send().await {
+            Ok(response) => response,
+            Err(e) => {
+                crate::metrics::http_response(None);
+                return Err(wire::transport_error(&url, &e));
+            }
+        };
         let status = response.status();
+        crate::metrics::http_response(Some(status.as_u16()));
         let headers = response.headers().clone();
         let body = response
             .bytes()

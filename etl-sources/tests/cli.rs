@@ -170,3 +170,75 @@ async fn a_malformed_max_retry_after_is_a_usage_error() {
     assert_eq!(run.status.code(), Some(2));
     assert!(text(&run.stderr).contains("--max-retry-after"));
 }
+
+/// Every line of `stderr` as a JSON object (panics on one that is not).
+fn json_lines(stderr: &[u8]) -> Vec<serde_json::Map<String, Value>> {
+    text(stderr)
+        .lines()
+        .map(|line| match serde_json::from_str(line) {
+            Ok(Value::Object(object)) => object,
+            _ => panic!("not a JSON object: {line}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn json_logs_are_one_object_a_line_the_summary_and_a_failure_included() {
+    let mut entries = bundled_230();
+    entries.insert(3, json!({"name": "no id"}));
+    let server = ReplayServer::start(at_230(entries)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launches.jsonl");
+
+    let run = launches(server.url().as_str(), &out, &["--log-format", "json"]).await;
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
+    let lines = json_lines(&run.stderr);
+    for line in &lines {
+        for key in ["timestamp", "level", "target", "fields"] {
+            assert!(line.contains_key(key), "{key} missing: {line:?}");
+        }
+    }
+    let pages: Vec<_> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "page loaded")
+        .collect();
+    assert_eq!(pages.len(), 3);
+    // An event's fields are fields: the first page held 4 launches and the
+    // entry without an id.
+    assert_eq!(
+        (&pages[0]["fields"]["rows"], &pages[0]["fields"]["rejected"]),
+        (&json!(4), &json!(1))
+    );
+    let done: Vec<_> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "done")
+        .collect();
+    assert_eq!(done.len(), 1, "one summary event");
+    let summary = &done[0]["fields"];
+    assert_eq!(
+        (
+            &summary["pages"],
+            &summary["read"],
+            &summary["new"],
+            &summary["rejected"],
+            &summary["rows"],
+            &summary["exit_code"]
+        ),
+        (&json!(3), &json!(12), &json!(12), &json!(1), &json!(12), &json!(3))
+    );
+    // stdout keeps its one summary line for scripts.
+    assert!(text(&run.stdout).starts_with("done: 3 pages"));
+
+    // A failed run's error is a JSON line too.
+    let missing = server.url().join("/nowhere/").unwrap();
+    let failed = launches(missing.as_str(), &out, &["--log-format", "json"]).await;
+    assert_eq!(failed.status.code(), Some(1));
+    let lines = json_lines(&failed.stderr);
+    let error = lines.last().unwrap();
+    assert_eq!(error["level"], "ERROR");
+    assert!(
+        error["fields"]["message"].as_str().unwrap().contains("404"),
+        "{error:?}"
+    );
+    assert_eq!(error["fields"]["exit_code"], 1);
+}

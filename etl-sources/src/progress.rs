@@ -1,7 +1,7 @@
 //! The progress bar of a long run, drawn on stderr when it is a terminal,
 //! with the run's log lines printed above it instead of through it.
 
-use etl_sources::pipeline::Progress;
+use crate::pipeline::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{self, IsTerminal, Write};
 use std::sync::OnceLock;
@@ -80,7 +80,7 @@ impl Write for Stderr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etl_sources::pipeline::Summary;
+    use crate::pipeline::Summary;
 
     #[test]
     fn the_bar_shows_pages_rows_rejects_and_the_rate_limit_wait() {
