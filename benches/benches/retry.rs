@@ -156,6 +156,16 @@ fn success_path(c: &mut Criterion) {
 }
 
 fn main() {
+    // With etl-core's `metrics` feature, the success path can be measured
+    // with a real recorder installed (as `launches --metrics-file` does):
+    // `ETL_BENCH_RECORDER=prometheus cargo bench --bench retry --features
+    // etl-core/metrics` (BENCHMARKS.md section 11).
+    if std::env::var("ETL_BENCH_RECORDER").as_deref() == Ok("prometheus") {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("a recorder, installed once");
+        println!("retry-report recorder: Prometheus (metrics-exporter-prometheus)");
+    }
     report();
     let mut c = Criterion::default().configure_from_args();
     success_path(&mut c);
