@@ -57,7 +57,7 @@
 //! [`describe`] registers each metric's help text and unit with the
 //! installed recorder, for exporters that show them (Prometheus' `# HELP`).
 
-use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Unit};
+use metrics::{Key, Label, Level, Metadata, Unit};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -172,14 +172,6 @@ pub(crate) fn interned(name: &'static str) -> &'static Op {
         .or_insert_with(|| Op::leaked(name))
 }
 
-fn counter(key: &Key) -> Counter {
-    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
-}
-
-fn gauge(key: &Key) -> Gauge {
-    metrics::with_recorder(|recorder| recorder.register_gauge(key, &METADATA))
-}
-
 /// A call ended with its last attempt: one attempt, one call. Out of line:
 /// the success path carries one call to it.
 #[inline(never)]
@@ -200,9 +192,17 @@ pub(crate) fn call_ended(op: OpRef, stop: Stop) {
 /// An attempt failed and the loop waits: one attempt, one retry, the wait.
 pub(crate) fn retrying(op: OpRef, reason: Reason, delay: Duration) {
     let keys = op.keys();
-    counter(&keys.attempts).increment(1);
-    counter(&keys.retries[reason_index(reason)]).increment(1);
-    gauge(&keys.sleep).increment(delay.as_secs_f64());
+    metrics::with_recorder(|recorder| {
+        recorder
+            .register_counter(&keys.attempts, &METADATA)
+            .increment(1);
+        recorder
+            .register_counter(&keys.retries[reason_index(reason)], &METADATA)
+            .increment(1);
+        recorder
+            .register_gauge(&keys.sleep, &METADATA)
+            .increment(delay.as_secs_f64());
+    });
 }
 
 /// Rows an `IdempotentSink` load was handed: `new` written by it, `seen`

@@ -46,15 +46,20 @@ impl Subscriber for Recorder {
     fn exit(&self, _: &Id) {}
 }
 
+/// A current-thread runtime on tokio's paused clock: the waits take no time.
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn retry_emits_one_event_per_retry_with_its_facts() {
     let recorder = Recorder::default();
     let _guard = tracing::subscriber::set_default(recorder.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused();
     let mut calls = 0;
     let result = runtime.block_on(with_retry(RetryPolicy::default(), || {
         calls += 1;
@@ -95,11 +100,7 @@ fn retry_emits_one_event_per_retry_with_its_facts() {
 fn giving_up_is_one_event_naming_the_reason() {
     let recorder = Recorder::default();
     let _guard = tracing::subscriber::set_default(recorder.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused();
     let policy = RetryPolicy {
         max_attempts: 2,
         ..RetryPolicy::default()
@@ -137,11 +138,7 @@ fn a_named_call_and_a_retry_fn_name_their_events() {
 
     let recorder = Recorder::default();
     let _guard = tracing::subscriber::set_default(recorder.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused();
     runtime.block_on(async {
         let _ = fetch_page(true).await;
         let _ = Retry::new(RetryPolicy {

@@ -162,7 +162,9 @@ impl PostgresSink {
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
-    /// How many rows the table holds.
+    /// How many rows the table holds. A `count(*)`: it reads the whole
+    /// table (`launches` does not call it), so keep it for small tables and
+    /// tests.
     pub async fn count(&self) -> Result<u64, EtlError> {
         let sql = format!("SELECT count(*) FROM {}", self.table.quoted());
         let n: i64 = one(self.query(&sql).await?)?;

@@ -102,6 +102,11 @@ pub async fn prepare(client: &Client, table: &TableName) -> Result<(), EtlError>
     .await
 }
 
+/// Whether the table `$1` (quoted) has its `updated_at` column: a look at
+/// the catalog, false for a missing table.
+const HAS_UPDATED_AT: &str = "EXISTS (SELECT 1 FROM pg_attribute
+    WHERE attrelid = to_regclass($1) AND attname = 'updated_at' AND NOT attisdropped)";
+
 /// Whether the table, its `updated_at` column and its view all exist: one
 /// round trip to the catalog.
 async fn is_ready(
@@ -110,14 +115,10 @@ async fn is_ready(
     current: Option<&TableName>,
 ) -> Result<bool, EtlError> {
     let view = current.map(TableName::quoted);
+    let sql =
+        format!("SELECT {HAS_UPDATED_AT} AND ($2::text IS NULL OR to_regclass($2) IS NOT NULL)");
     let row = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_attribute
-                            WHERE attrelid = to_regclass($1) AND attname = 'updated_at'
-                              AND NOT attisdropped)
-                    AND ($2::text IS NULL OR to_regclass($2) IS NOT NULL)",
-            &[&table.quoted(), &view],
-        )
+        .query_one(&sql, &[&table.quoted(), &view])
         .await
         .map_err(|e| errors::from_pg_plain(&e))?;
     row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
@@ -125,12 +126,7 @@ async fn is_ready(
 
 async fn has_updated_at(client: &Client, table: &TableName) -> Result<bool, tokio_postgres::Error> {
     let row = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_attribute
-                            WHERE attrelid = to_regclass($1) AND attname = 'updated_at'
-                              AND NOT attisdropped)",
-            &[&table.quoted()],
-        )
+        .query_one(&format!("SELECT {HAS_UPDATED_AT}"), &[&table.quoted()])
         .await?;
     row.try_get(0)
 }

@@ -132,8 +132,7 @@ const PG_REMEMBERED_KEYS: usize = 100_000;
 pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
     let started = Instant::now();
     let code = match launches(args).await {
-        Ok(summary) if summary.rejected > 0 => EXIT_REJECTED,
-        Ok(_) => EXIT_OK,
+        Ok(summary) => completed(&summary),
         Err(message) => {
             match args.log_format {
                 LogFormat::Text => eprintln!("error: {message}"),
@@ -150,6 +149,15 @@ pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
         }
     }
     code
+}
+
+/// The exit status of a run that completed: 3 when it rejected an entry.
+fn completed(summary: &Summary) -> u8 {
+    if summary.rejected > 0 {
+        EXIT_REJECTED
+    } else {
+        EXIT_OK
+    }
 }
 
 /// Where the run writes: the output, its rejects, and how to describe them.
@@ -322,11 +330,7 @@ async fn launches(args: &Args) -> Result<Summary, String> {
     );
     if args.log_format == LogFormat::Json {
         // The summary among the log lines too, its figures as fields.
-        let exit_code = if summary.rejected > 0 {
-            EXIT_REJECTED
-        } else {
-            EXIT_OK
-        };
+        let exit_code = completed(&summary);
         tracing::info!(
             pages = summary.pages,
             read = summary.rows,

@@ -224,7 +224,14 @@ async fn json_logs_are_one_object_a_line_the_summary_and_a_failure_included() {
             &summary["rows"],
             &summary["exit_code"]
         ),
-        (&json!(3), &json!(12), &json!(12), &json!(1), &json!(12), &json!(3))
+        (
+            &json!(3),
+            &json!(12),
+            &json!(12),
+            &json!(1),
+            &json!(12),
+            &json!(3)
+        )
     );
     // stdout keeps its one summary line for scripts.
     assert!(text(&run.stdout).starts_with("done: 3 pages"));
