@@ -256,6 +256,7 @@ fn a_cut_attempt_retries_with_reason_timed_out() {
     assert_eq!(m.calls("hangs_once", "succeeded"), 1);
 }
 
+#[cfg(feature = "macros")]
 #[test]
 fn a_retry_fn_is_counted_under_its_own_name() {
     #[etl_core::retry(max_attempts = 3, base = "10ms")]

@@ -123,6 +123,7 @@ fn giving_up_is_one_event_naming_the_reason() {
     assert!(fields["error"].contains("connection reset"));
 }
 
+#[cfg(feature = "macros")]
 #[test]
 fn a_named_call_and_a_retry_fn_name_their_events() {
     use etl_core::retry::Retry;
