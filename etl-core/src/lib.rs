@@ -22,7 +22,7 @@
 //! |---|---|---|---|
 //! | `macros` | yes | `#[etl_core::retry]` | etl-retry-macros (syn) |
 //! | `content` | yes | [`content`], [`IdempotentSink`], [`JsonlSink`], [`Row`], [`Launch`], [`Record`], [`Sink`], [`Reject`] and the rest of the content half; `From<serde_json::Error> for EtlError` | serde, serde_json, sha2, rayon, foldhash, const-hex, memchr, async-trait |
-//! | `metrics` | no | [`metrics`](mod@metrics): the retry loops, `IdempotentSink` and the rejects count through the `metrics` facade | metrics |
+//! | `metrics` | no | `etl_core::metrics`: the retry loops, `IdempotentSink` and the rejects count through the `metrics` facade | metrics |
 //!
 //! With neither, the retry half stands alone: [`with_retry`],
 //! [`RetryPolicy`], [`retry`](mod@retry)'s `Retry`, `RetryBudget`, `Jitter`,
