@@ -30,12 +30,7 @@ macro_rules! attempt_then_retry {
                 }
                 Err(err) => err,
             };
-            if !$crate::retry::RetryableError::is_transient(&err) {
-                $retry.stopped($crate::retry::Stop::Permanent);
-                return Err(err);
-            }
-            if $retry.policy().max_attempts <= 1 {
-                $retry.stopped($crate::retry::Stop::Exhausted);
+            if $retry.ends_at_first(&err).is_some() {
                 return Err(err);
             }
             // The retry path is a future of its own, on the heap: the
@@ -349,13 +344,8 @@ impl<'a> Retry<'a> {
             }
             Err(err) => err,
         };
-        if !err.is_transient() {
-            self.stopped(Stop::Permanent);
-            return (Err(err), RetryReport::first(Stop::Permanent));
-        }
-        if self.policy.max_attempts <= 1 {
-            self.stopped(Stop::Exhausted);
-            return (Err(err), RetryReport::first(Stop::Exhausted));
+        if let Some(stop) = self.ends_at_first(&err) {
+            return (Err(err), RetryReport::first(stop));
         }
         retry_boxed(self, started, op, err).await
     }
@@ -400,12 +390,7 @@ impl<'a> Retry<'a> {
             }
             Err(err) => err,
         };
-        if !err.is_transient() {
-            self.stopped(Stop::Permanent);
-            return Err(err);
-        }
-        if self.policy.max_attempts <= 1 {
-            self.stopped(Stop::Exhausted);
+        if self.ends_at_first(&err).is_some() {
             return Err(err);
         }
         // The same boxed retry path as `run`'s, with the context in it.
@@ -553,11 +538,21 @@ impl<'a> Retry<'a> {
         }
     }
 
-    /// The first attempt failed and no retry follows (`stop`): counted, not
-    /// logged (the error goes back to the caller at once).
+    /// Whether a first attempt's failure ends the call without a retry, and
+    /// why: a permanent error, or one attempt allowed. Such an end is
+    /// counted, not logged (the error goes back to the caller at once). The
+    /// one rule for every async entry point.
     #[cold]
-    pub(crate) fn stopped(&self, stop: Stop) {
+    pub(crate) fn ends_at_first<E: RetryableError>(&self, err: &E) -> Option<Stop> {
+        let stop = if !err.is_transient() {
+            Stop::Permanent
+        } else if self.policy.max_attempts <= 1 {
+            Stop::Exhausted
+        } else {
+            return None;
+        };
         op::stopped(self.op, stop);
+        Some(stop)
     }
 
     /// The give-up event: one `warn` naming the reason, as the report does;
