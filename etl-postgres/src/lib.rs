@@ -78,10 +78,11 @@ pub use table::TableName;
 /// kept as `NULL` with a warning. To drop the table, drop the view with it
 /// (`DROP TABLE launches CASCADE`).
 ///
-/// `load` writes a batch in one statement (the rows travel as three arrays
+/// `load` writes a batch in one statement (the rows travel as four arrays
 /// through `UNNEST`, not one statement a row) and returns how many rows were
 /// new; rows whose key the table already holds, including rows a concurrent
-/// writer just inserted, are skipped. A lost connection is a transient
+/// writer just inserted, are skipped, the held ones before their JSON is
+/// parsed. A lost connection is a transient
 /// error, and the next `load` reconnects, so `with_retry` or `#[retry]` can
 /// retry the batch; a constraint or type error is permanent.
 ///

@@ -120,8 +120,10 @@ impl<S> IdempotentSink<S> {
     /// forgotten row met again goes to the inner sink, which must skip it.
     ///
     /// Memory stays flat however long the process runs and however much the
-    /// destination holds (the set's ~55 bytes a key, BENCHMARKS.md section
-    /// 5, plus 32 for the eviction order), while the rows met again soon, a page re-read at an
+    /// destination holds (about 85 bytes a key: the set's entry, 33 bytes
+    /// in a table at most 7/8 full and sized in powers of two, plus 32 for
+    /// the eviction order; BENCHMARKS.md section 5 measures the set alone),
+    /// while the rows met again soon, a page re-read at an
     /// incremental cursor, a retried batch, still stop here. The contract of
     /// `load` is unchanged: `Ok` only when every row handed over is written.
     ///
