@@ -96,6 +96,13 @@ pub enum EtlError {
     #[error("timed out: {0}")]
     TimedOut(#[from] crate::retry::TimedOut),
 
+    /// The attempt was not made: a [`CircuitBreaker`](crate::retry::CircuitBreaker)
+    /// is open after too many failures in a row. Transient: it lets an
+    /// attempt through again after its cool-down; a retry loop stops at it
+    /// rather than wait ([`Stop::CircuitOpen`](crate::retry::Stop::CircuitOpen)).
+    #[error("{0}")]
+    CircuitOpen(#[from] crate::retry::CircuitOpen),
+
     /// A request was not sent because it would break a safety rule, such as
     /// following a link or redirect to another origin (named in the
     /// message). Permanent.
@@ -110,32 +117,59 @@ impl EtlError {
     /// are transient; everything else is permanent.
     pub fn is_transient(&self) -> bool {
         match self {
-            EtlError::Network(_) | EtlError::RateLimited { .. } | EtlError::TimedOut(_) => true,
+            EtlError::Network(_)
+            | EtlError::RateLimited { .. }
+            | EtlError::TimedOut(_)
+            | EtlError::CircuitOpen(_) => true,
             EtlError::Http { status, .. } => {
                 matches!(status, 408 | 429) || (500..=599).contains(status)
             }
-            EtlError::Io(e) => matches!(
-                e.kind(),
-                io::ErrorKind::Interrupted
-                    | io::ErrorKind::TimedOut
-                    | io::ErrorKind::WouldBlock
-                    | io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-                    | io::ErrorKind::ConnectionRefused
-                    | io::ErrorKind::BrokenPipe
-            ),
-            EtlError::Database { sqlstate, .. } => match sqlstate.as_deref() {
-                None => true,
-                Some(code) => {
-                    code.starts_with("08")
-                        || code.starts_with("53")
-                        || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
-                }
-            },
+            EtlError::Io(e) => crate::retry::io_kind_is_transient(e.kind()),
+            EtlError::Database { sqlstate, .. } => Self::sqlstate_is_transient(sqlstate.as_deref()),
             EtlError::Parse(_)
             | EtlError::InvalidInput(_)
             | EtlError::Refused(_)
             | EtlError::RetryAfterTooLong { .. } => false,
+        }
+    }
+
+    /// Whether a database error with this SQLSTATE may pass by itself: no code
+    /// (the connection itself failed), class 08 (connection exception), 40001
+    /// and 40P01 (serialization failure, deadlock: run it again), class 53
+    /// (insufficient resources) and 57P01-57P03 (the server shutting down or
+    /// starting). Every other code (a constraint, a type, a syntax error) is
+    /// permanent. The one place this knowledge lives ([`EtlError::Database`]'s
+    /// classification and etl-postgres both ask it).
+    ///
+    /// ```
+    /// use etl_core::EtlError;
+    ///
+    /// assert!(EtlError::sqlstate_is_transient(Some("40001")));
+    /// assert!(!EtlError::sqlstate_is_transient(Some("23505")));
+    /// assert!(EtlError::sqlstate_is_transient(None));
+    /// ```
+    pub fn sqlstate_is_transient(code: Option<&str>) -> bool {
+        match code {
+            None => true,
+            Some(code) => {
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+            }
+        }
+    }
+
+    /// Whether this database error means the connection is gone (no
+    /// SQLSTATE: the socket closed; class 08; 57P01-57P03: the backend was
+    /// terminated or the server is shutting down or starting), so a client
+    /// should reconnect rather than reuse it. `false` for every other error.
+    pub fn connection_lost(&self) -> bool {
+        match self {
+            EtlError::Database { sqlstate, .. } => match sqlstate.as_deref() {
+                None => true,
+                Some(code) => code.starts_with("08") || code.starts_with("57P0"),
+            },
+            _ => false,
         }
     }
 

@@ -9,8 +9,9 @@
 //! |---|---|---|---|
 //! | `etl_retry_attempts_total` | counter | `op` | every attempt of a retried call, the first included |
 //! | `etl_retries_total` | counter | `op`, `reason` | every wait before another attempt; `reason` is `rate_limited` (the server's Retry-After chose the wait), `timed_out` (the attempt was cut by `attempt_timeout` or the deadline) or `transient` (any other transient failure) |
-//! | `etl_retry_sleep_seconds_total` | gauge, only ever increased | `op` | seconds slept between attempts (the facade's counters take whole numbers; this takes fractions) |
-//! | `etl_retry_calls_total` | counter | `op`, `stop` | every retried call, by how it ended: [`Stop::as_str`](crate::retry::Stop::as_str), `succeeded`, `permanent`, `exhausted`, `deadline`, `retry_after_ceiling` or `budget` |
+//! | `etl_retry_sleep_seconds` | histogram | `op` | each wait between attempts, in seconds: its `_sum` is the time slept, its `_count` the waits |
+//! | `etl_retry_calls_total` | counter | `op`, `stop` | every retried call, by how it ended: [`Stop::as_str`](crate::retry::Stop::as_str), `succeeded`, `permanent`, `exhausted`, `deadline`, `retry_after_ceiling`, `budget` or `circuit_open` |
+//! | `etl_circuit_open` | gauge | `breaker` | 1 while a [`CircuitBreaker`](crate::retry::CircuitBreaker) is open, 0 once it closes again ([`CircuitBreaker::named`](crate::retry::CircuitBreaker::named) gives the label) |
 //! | `etl_sink_rows_total` | counter | `outcome` | rows handed to an `IdempotentSink`: `new` (written by that load) or `seen` (already written, or a copy of a row earlier in the same batch) |
 //! | `etl_rejects_total` | counter | | entries kept as rejects (`JsonlRejects`, and `PostgresSink` with etl-postgres's `metrics` feature): each entry once, as it is first kept |
 //!
@@ -70,9 +71,11 @@ pub const RETRY_ATTEMPTS: &str = "etl_retry_attempts_total";
 /// Every wait before another attempt, by reason.
 pub const RETRIES: &str = "etl_retries_total";
 /// Seconds slept between attempts.
-pub const RETRY_SLEEP_SECONDS: &str = "etl_retry_sleep_seconds_total";
+pub const RETRY_SLEEP_SECONDS: &str = "etl_retry_sleep_seconds";
 /// Every retried call, by how it ended.
 pub const RETRY_CALLS: &str = "etl_retry_calls_total";
+/// Whether a circuit breaker is open.
+pub const CIRCUIT_OPEN: &str = "etl_circuit_open";
 /// Rows handed to an `IdempotentSink`, new or seen.
 pub const SINK_ROWS: &str = "etl_sink_rows_total";
 /// Entries kept as rejects.
@@ -89,10 +92,14 @@ pub fn describe() {
         RETRIES,
         "Waits before another attempt, by reason: rate_limited, timed_out, transient."
     );
-    metrics::describe_gauge!(
+    metrics::describe_histogram!(
         RETRY_SLEEP_SECONDS,
         Unit::Seconds,
-        "Seconds slept between attempts (only ever increases)."
+        "Each wait between attempts, in seconds (_sum: the time slept)."
+    );
+    metrics::describe_gauge!(
+        CIRCUIT_OPEN,
+        "1 while the circuit breaker is open, 0 when closed."
     );
     metrics::describe_counter!(RETRY_CALLS, "Retried calls, by how they ended (stop).");
     metrics::describe_counter!(
@@ -106,13 +113,14 @@ pub fn describe() {
 static METADATA: Metadata<'static> = Metadata::new("etl_core", Level::INFO, Some("etl_core"));
 
 /// Every stop, in the order of `OpKeys::calls`.
-const STOPS: [Stop; 6] = [
+const STOPS: [Stop; 7] = [
     Stop::Succeeded,
     Stop::Permanent,
     Stop::Exhausted,
     Stop::Deadline,
     Stop::RetryAfterCeiling,
     Stop::Budget,
+    Stop::CircuitOpen,
 ];
 
 fn stop_index(stop: Stop) -> usize {
@@ -123,6 +131,7 @@ fn stop_index(stop: Stop) -> usize {
         Stop::Deadline => 3,
         Stop::RetryAfterCeiling => 4,
         Stop::Budget => 5,
+        Stop::CircuitOpen => 6,
     }
 }
 
@@ -200,9 +209,14 @@ pub(crate) fn retrying(op: OpRef, reason: Reason, delay: Duration) {
             .register_counter(&keys.retries[reason_index(reason)], &METADATA)
             .increment(1);
         recorder
-            .register_gauge(&keys.sleep, &METADATA)
-            .increment(delay.as_secs_f64());
+            .register_histogram(&keys.sleep, &METADATA)
+            .record(delay.as_secs_f64());
     });
+}
+
+/// A circuit breaker opened (`true`) or closed: cold, a few times a run.
+pub(crate) fn circuit_open(breaker: &'static str, open: bool) {
+    metrics::gauge!(CIRCUIT_OPEN, "breaker" => breaker).set(if open { 1.0 } else { 0.0 });
 }
 
 /// Rows an `IdempotentSink` load was handed: `new` written by it, `seen`

@@ -1,22 +1,28 @@
 //! [`with_retry`] and [`RetryPolicy`]: retry transient failures with capped
 //! exponential backoff, honouring the server's Retry-After; and [`Retry`],
 //! the same loop with jitter, a deadline, a Retry-After ceiling, an
-//! observer and a shared [`RetryBudget`], for any [`RetryableError`].
+//! observer, a shared [`RetryBudget`], attempt timeouts and a
+//! [`CircuitBreaker`], for any error a classifier can judge.
 
+mod breaker;
 mod budget;
-pub(crate) mod builder;
+mod builder;
 mod classify;
 mod jitter;
 pub(crate) mod op;
 #[doc(hidden)]
 pub mod private;
+mod report;
+pub(crate) mod run;
 mod timed;
 
+pub use breaker::{BreakerSlot, CircuitBreaker, CircuitOpen, NoBreaker};
 pub use budget::RetryBudget;
-pub use builder::{Observer, Retry, RetryEvent, RetryReport, RetryWhen, Stop};
-pub use classify::RetryableError;
+pub use builder::Retry;
+pub use classify::{io_kind_is_transient, ByError, Classify, RetryableError, When};
 pub use jitter::Jitter;
-pub use timed::{TimeLimit, TimedOut, TimedRetry};
+pub use report::{Observer, RetryEvent, RetryReport, Stop};
+pub use timed::{Clocked, Cut, CutSlot, Cutoff, TimeLimit, TimedOut, Uncut};
 
 use std::future::Future;
 use std::time::Duration;
@@ -115,7 +121,7 @@ where
     // `Retry::new(policy).run(op)`, without nesting `run`'s future in this one.
     // The expression, not a local: a `Retry` built before the first attempt
     // would sit in this future's state across it.
-    builder::attempt_then_retry!(Retry::new(policy), None, op)
+    run::plain_attempt_then_retry!(Retry::new(policy), op)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 #![cfg(feature = "metrics")]
 
-use etl_core::retry::{Retry, RetryBudget, Stop};
+use etl_core::retry::{CircuitBreaker, Retry, RetryBudget, Stop};
 use etl_core::{with_retry, EtlError, RetryPolicy};
 use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -65,6 +65,15 @@ impl Metrics {
         }
     }
 
+    /// A histogram's samples.
+    fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        match self.value(MetricKind::Histogram, name, labels) {
+            Some(DebugValue::Histogram(v)) => v.iter().map(|x| x.into_inner()).collect(),
+            None => Vec::new(),
+            other => panic!("{name} is not a histogram: {other:?}"),
+        }
+    }
+
     fn calls(&self, op: &str, stop: &str) -> u64 {
         self.counter("etl_retry_calls_total", &[("op", op), ("stop", stop)])
     }
@@ -109,7 +118,11 @@ fn attempts_retries_sleep_and_the_call_of_a_success_after_retries() {
         1,
         "the server's Retry-After chose the second wait"
     );
-    assert_eq!(m.gauge("etl_retry_sleep_seconds_total", &op), 0.2 + 5.0);
+    assert_eq!(
+        m.histogram("etl_retry_sleep_seconds", &op),
+        [0.2, 5.0],
+        "each wait a sample: _sum is the time slept, _count the waits"
+    );
     assert_eq!(m.calls("with_retry", "succeeded"), 1);
     assert_eq!(m.calls("with_retry", "exhausted"), 0);
 }
@@ -130,8 +143,8 @@ fn a_first_attempt_success_is_one_attempt_and_one_call() {
     assert_eq!(m.calls("with_retry", "succeeded"), 3);
     assert_eq!(
         m.value(
-            MetricKind::Gauge,
-            "etl_retry_sleep_seconds_total",
+            MetricKind::Histogram,
+            "etl_retry_sleep_seconds",
             &[("op", "with_retry")]
         ),
         None,
@@ -142,6 +155,8 @@ fn a_first_attempt_success_is_one_attempt_and_one_call() {
 #[test]
 fn every_stop_is_counted_by_its_name() {
     static EMPTY: RetryBudget = RetryBudget::new(0);
+    static TRIPS_AT_ONCE: CircuitBreaker =
+        CircuitBreaker::new(1, Duration::from_secs(60)).named("trips_at_once");
     let m = recorded(|| async {
         let retry = |name| Retry::new(RetryPolicy::default()).name(name);
         // Permanent at once, and after a retry.
@@ -180,7 +195,17 @@ fn every_stop_is_counted_by_its_name() {
             .budget(&EMPTY)
             .run(|| async { Err::<(), _>(network()) })
             .await;
+        // A breaker that opens after one failure refuses the second attempt.
+        let _ = retry("breaker")
+            .breaker(&TRIPS_AT_ONCE)
+            .run(|| async { Err::<(), _>(network()) })
+            .await;
     });
+    assert_eq!(m.calls("breaker", "circuit_open"), 1);
+    assert_eq!(
+        m.gauge("etl_circuit_open", &[("breaker", "trips_at_once")]),
+        1.0
+    );
     assert_eq!(m.calls("permanent", "permanent"), 1);
     assert_eq!(
         m.counter("etl_retry_attempts_total", &[("op", "permanent")]),
@@ -199,8 +224,8 @@ fn every_stop_is_counted_by_its_name() {
         3
     );
     assert_eq!(
-        m.gauge("etl_retry_sleep_seconds_total", &[("op", "exhausted")]),
-        0.2 + 0.4 + 0.8
+        m.histogram("etl_retry_sleep_seconds", &[("op", "exhausted")]),
+        [0.2, 0.4, 0.8]
     );
     assert_eq!(m.calls("single", "exhausted"), 1);
     assert_eq!(m.calls("deadline", "deadline"), 1);
@@ -218,6 +243,7 @@ fn every_stop_is_counted_by_its_name() {
         Stop::Deadline,
         Stop::RetryAfterCeiling,
         Stop::Budget,
+        Stop::CircuitOpen,
     ] {
         assert!(stop
             .as_str()

@@ -1,25 +1,19 @@
-//! tokio-postgres errors as [`EtlError::Database`], classified by SQLSTATE
-//! (see `EtlError::is_transient`).
+//! tokio-postgres errors as [`EtlError::Database`]. What a SQLSTATE means
+//! (transient or not, connection lost or not) is etl-core's to say
+//! (`EtlError::sqlstate_is_transient`, `EtlError::connection_lost`): it is
+//! known in one place.
 
 use etl_core::EtlError;
 use tokio_postgres::Client;
 
-/// The error of a statement. One that means the connection is gone (no
-/// SQLSTATE: the socket closed; class 08; 57P01-57P03: the backend was
-/// terminated or the server is shutting down) also drops the client, so
+/// The error of a statement. One that means the connection is gone
+/// ([`EtlError::connection_lost`]) also drops the client, so
 /// that the next call reconnects instead of failing on a dead connection.
 /// The client may not have noticed the close yet when the error arrives,
 /// so `is_closed` alone is not enough.
 pub fn from_pg(e: tokio_postgres::Error, slot: &mut Option<Client>) -> EtlError {
     let error = from_pg_plain(&e);
-    let connection_gone = match &error {
-        EtlError::Database { sqlstate: None, .. } => true,
-        EtlError::Database {
-            sqlstate: Some(code),
-            ..
-        } => code.starts_with("08") || code.starts_with("57P0"),
-        _ => false,
-    };
+    let connection_gone = error.connection_lost();
     if connection_gone || e.is_closed() {
         *slot = None;
     }

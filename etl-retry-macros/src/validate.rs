@@ -16,7 +16,7 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 const DEFAULT_BASE: Duration = Duration::from_millis(200);
 const DEFAULT_MAX: Duration = Duration::from_secs(10);
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "max_attempts",
     "base",
     "max",
@@ -27,6 +27,7 @@ const KEYS: [&str; 11] = [
     "budget",
     "when",
     "attempt_timeout",
+    "breaker",
     "crate",
 ];
 
@@ -58,6 +59,8 @@ pub struct Options {
     pub when: Option<Path>,
     /// The limit of one attempt, and the key's span (for "cannot apply").
     pub attempt_timeout: Option<(Duration, Span)>,
+    /// The path of a `static` `CircuitBreaker`.
+    pub breaker: Option<Path>,
 }
 
 impl Options {
@@ -69,6 +72,7 @@ impl Options {
             || self.budget.is_some()
             || self.when.is_some()
             || self.attempt_timeout.is_some()
+            || self.breaker.is_some()
     }
 }
 
@@ -120,6 +124,7 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
             }
             "on_retry" => fn_path(&name, &value).map(|p| given.options.on_retry = Some(p)),
             "when" => fn_path(&name, &value).map(|p| given.options.when = Some(p)),
+            "breaker" => static_path(&value).map(|p| given.options.breaker = Some(p)),
             "attempt_timeout" => duration(&name, &value)
                 .map(|d| given.options.attempt_timeout = Some((d, key.span()))),
             "budget" => {
@@ -180,6 +185,7 @@ fn example(key: &str) -> &'static str {
         "budget" => "`budget = &BUDGET` (a `&RetryBudget`)",
         "when" => "`when = is_worth_retrying` (a `fn(&E) -> bool`)",
         "attempt_timeout" => "`attempt_timeout = \"5s\"`",
+        "breaker" => "`breaker = UPSTREAM` (a `static CircuitBreaker`)",
         _ => "`crate = \"my_crate::etl_core\"`",
     }
 }
@@ -199,7 +205,7 @@ fn unknown_key(name: &str) -> String {
         Some(k) => format!("unknown key `{name}`: did you mean `{k}`?"),
         None => format!(
             "unknown key `{name}`: expected one of `max_attempts`, `base`, `max`, `jitter`, `deadline`, \
-             `max_retry_after`, `on_retry`, `budget`, `when`, `attempt_timeout`, `crate`"
+             `max_retry_after`, `on_retry`, `budget`, `when`, `attempt_timeout`, `breaker`, `crate`"
         ),
     }
 }
@@ -316,30 +322,31 @@ fn fn_path(key: &str, value: &Expr) -> syn::Result<Path> {
     }
 }
 
-/// The keys that cannot apply to this kind of fn, or to each other: each is
-/// an error on the key.
+/// The path of a `static` (`breaker`): a reference or call is not a path.
+fn static_path(value: &Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
+        Expr::Group(group) => static_path(&group.expr),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`breaker` takes the path of a `static CircuitBreaker`, e.g. {}; for a breaker \
+                 built at run time, use `etl_core::retry::Retry::breaker` directly",
+                example("breaker")
+            ),
+        )),
+    }
+}
+
+/// The keys that cannot apply to this kind of fn: each is an error on the
+/// key. Every key combines with every other.
 pub fn fits(policy: &Policy, plan: &crate::signature::Plan, errors: &mut Errors) {
-    let async_lending = plan.lends() && matches!(plan.shape, crate::signature::Shape::Async { .. });
     if let Some((_, key)) = policy.options.attempt_timeout {
         if matches!(plan.shape, crate::signature::Shape::Blocking { .. }) {
             errors.push(syn::Error::new(
                 key,
                 "`attempt_timeout` cannot apply to a blocking fn: a running blocking call cannot be cut \
                  short; give the call its own timeout, or make the fn `async`",
-            ));
-        }
-        if policy.options.when.is_some() {
-            errors.push(syn::Error::new(
-                key,
-                "`attempt_timeout` does not combine with `when` yet: use an error type implementing \
-                 `RetryableError` and `From<TimedOut>` instead of `when`",
-            ));
-        }
-        if async_lending {
-            errors.push(syn::Error::new(
-                key,
-                "`attempt_timeout` cannot apply to a fn taking `&mut self` or a `&mut` argument: a cut \
-                 attempt would take the borrow down with it",
             ));
         }
     }

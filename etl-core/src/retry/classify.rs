@@ -1,6 +1,11 @@
-//! [`RetryableError`]: what the retry loop needs to know of an error.
+//! What the retry loop needs to know of an error: [`RetryableError`], the
+//! error's own word, and [`Classify`], the loop's classifier (the error's
+//! word by default, or a predicate given with [`Retry::when`]).
+//!
+//! [`Retry::when`]: crate::retry::Retry::when
 
 use std::fmt;
+use std::io;
 use std::time::Duration;
 
 use crate::EtlError;
@@ -8,10 +13,15 @@ use crate::EtlError;
 /// Classifies an error for retrying: is it worth another attempt, and did
 /// the server say how long to wait first?
 ///
-/// [`EtlError`] implements it; implement it for your own error type to use
-/// [`Retry::run`](crate::retry::Retry::run) and `#[retry]` with it. `Display`
-/// is required because every retry is logged (and shown to an observer)
-/// with its error.
+/// etl-core implements it for [`EtlError`], [`std::io::Error`] (by
+/// [`io::ErrorKind`]: see [`io_kind_is_transient`]) and, behind features,
+/// for `reqwest::Error`, `etl_core::http::HttpError` (feature `reqwest`)
+/// and `anyhow::Error` (feature `anyhow`). Implement it for your own error
+/// type to use [`Retry::run`](crate::retry::Retry::run) and `#[retry]` with
+/// it; for a foreign type that has no impl, give a predicate instead
+/// (`#[retry(when = pred)]`, [`Retry::when`](crate::retry::Retry::when)).
+/// `Display` is required because every retry is logged (and shown to an
+/// observer) with its error.
 ///
 /// ```
 /// use etl_core::retry::{Retry, RetryableError};
@@ -55,7 +65,10 @@ use crate::EtlError;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `RetryableError`: the retry loop must know which of its errors are transient",
     label = "no `RetryableError` impl for `{Self}`",
-    note = "implement `etl_core::retry::RetryableError` for it, or convert it into `etl_core::EtlError`"
+    note = "give a predicate instead: `#[retry(when = is_transient)]` with `fn is_transient(e: &{Self}) -> bool` \
+            (on the builder, `Retry::when`); the orphan rule forbids implementing the trait for a foreign type",
+    note = "etl-core classifies `EtlError` and `std::io::Error` always, `reqwest::Error` and `etl_core::http::HttpError` \
+            with its feature `reqwest`, `anyhow::Error` with its feature `anyhow`"
 )]
 pub trait RetryableError: fmt::Display {
     /// Whether another attempt may succeed.
@@ -67,9 +80,9 @@ pub trait RetryableError: fmt::Display {
     }
 
     /// Whether the attempt was cut by a timeout (a
-    /// [`TimedOut`](crate::retry::TimedOut) converted into this type): the
-    /// retry after it counts as `reason="timed_out"` in the metrics. `false`
-    /// by default.
+    /// [`TimedOut`](crate::retry::TimedOut) converted into this type).
+    /// `false` by default. The loop knows the attempts it cut itself; this
+    /// tells it of a timeout the operation reported on its own.
     fn timed_out(&self) -> bool {
         false
     }
@@ -86,5 +99,154 @@ impl RetryableError for EtlError {
 
     fn timed_out(&self) -> bool {
         matches!(self, EtlError::TimedOut(_))
+    }
+}
+
+/// Whether an I/O failure of this kind may pass by itself: a refused,
+/// reset, aborted or missing connection, a broken pipe, a timeout, an
+/// interruption, a would-block, or an early end of file (a peer that went
+/// away mid-message). Everything else (not found, permission denied, a full
+/// disk, invalid data) is permanent. The one list behind both
+/// `RetryableError for io::Error` and [`EtlError::Io`]'s classification.
+///
+/// ```
+/// use etl_core::retry::io_kind_is_transient;
+/// use std::io::ErrorKind;
+///
+/// assert!(io_kind_is_transient(ErrorKind::ConnectionReset));
+/// assert!(!io_kind_is_transient(ErrorKind::PermissionDenied));
+/// ```
+pub fn io_kind_is_transient(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::NotConnected
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// By its kind ([`io_kind_is_transient`]); a timeout kind counts as timed
+/// out.
+impl RetryableError for io::Error {
+    fn is_transient(&self) -> bool {
+        io_kind_is_transient(self.kind())
+    }
+
+    fn timed_out(&self) -> bool {
+        self.kind() == io::ErrorKind::TimedOut
+    }
+}
+
+/// How a [`Retry`](crate::retry::Retry) decides what is retried: the
+/// classifier type parameter. [`ByError`] asks the error
+/// ([`RetryableError`]); [`When`] asks a predicate.
+#[diagnostic::on_unimplemented(
+    message = "`{E}` is not a `RetryableError`: the retry loop must know which of its errors are transient",
+    label = "no `RetryableError` impl for `{E}`",
+    note = "give a predicate instead: `#[retry(when = is_transient)]` with `fn is_transient(e: &{E}) -> bool` \
+            (on the builder, `Retry::when`); the orphan rule forbids implementing the trait for a foreign type",
+    note = "etl-core classifies `EtlError` and `std::io::Error` always, `reqwest::Error` and `etl_core::http::HttpError` \
+            with its feature `reqwest`, `anyhow::Error` with its feature `anyhow`"
+)]
+pub trait Classify<E> {
+    /// Whether another attempt may succeed after `err`.
+    fn is_transient(&self, err: &E) -> bool;
+
+    /// The wait the server asked for, if any.
+    fn retry_after(&self, err: &E) -> Option<Duration>;
+
+    /// Whether `err` reports a timeout (the `timed_out` reason of a retry).
+    fn timed_out(&self, err: &E) -> bool;
+}
+
+/// The default classifier: the error's own [`RetryableError`] impl.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ByError;
+
+impl<E: RetryableError> Classify<E> for ByError {
+    #[inline]
+    fn is_transient(&self, err: &E) -> bool {
+        err.is_transient()
+    }
+
+    #[inline]
+    fn retry_after(&self, err: &E) -> Option<Duration> {
+        err.retry_after()
+    }
+
+    #[inline]
+    fn timed_out(&self, err: &E) -> bool {
+        err.timed_out()
+    }
+}
+
+/// A predicate as the classifier ([`Retry::when`](crate::retry::Retry::when)):
+/// it decides what is retried, so `E` needs no [`RetryableError`] impl. No
+/// server delay is known then; the backoff decides every wait.
+pub struct When<E>(pub fn(&E) -> bool);
+
+impl<E> Clone for When<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for When<E> {}
+
+impl<E> fmt::Debug for When<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("When(..)")
+    }
+}
+
+impl<E> Classify<E> for When<E> {
+    #[inline]
+    fn is_transient(&self, err: &E) -> bool {
+        (self.0)(err)
+    }
+
+    #[inline]
+    fn retry_after(&self, _: &E) -> Option<Duration> {
+        None
+    }
+
+    #[inline]
+    fn timed_out(&self, _: &E) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_classify_by_kind() {
+        use io::ErrorKind::*;
+        for kind in [
+            ConnectionRefused,
+            ConnectionReset,
+            ConnectionAborted,
+            NotConnected,
+            BrokenPipe,
+            TimedOut,
+            Interrupted,
+            WouldBlock,
+            UnexpectedEof,
+        ] {
+            assert!(io::Error::from(kind).is_transient(), "{kind:?}");
+            assert!(EtlError::Io(kind.into()).is_transient(), "{kind:?}");
+        }
+        for kind in [NotFound, PermissionDenied, InvalidData, AlreadyExists, Other] {
+            assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
+            assert!(!EtlError::Io(kind.into()).is_transient(), "{kind:?}");
+        }
+        assert!(io::Error::from(TimedOut).timed_out());
     }
 }

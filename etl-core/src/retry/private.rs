@@ -2,11 +2,11 @@
 //! may change with any release.
 
 use std::future::Future;
+use std::marker::PhantomData;
 
 pub use crate::retry::op::Op;
-use crate::retry::{builder, Retry, RetryableError, TimedOut, TimedRetry};
+use crate::retry::{run, Cut, Retry, RetryableError, TimedOut, Uncut};
 use crate::RetryPolicy;
-use std::marker::PhantomData;
 
 /// `with_retry` for any [`RetryableError`]: what `#[retry]` expands to when
 /// no option beyond the policy is given.
@@ -22,7 +22,7 @@ where
 {
     // The expression, not a local: a `Retry` built before the first attempt
     // would sit in this future's state across it.
-    builder::attempt_then_retry!(Retry::new(policy).__op(name), None, op)
+    run::plain_attempt_then_retry!(Retry::new(policy).__op(name), op)
 }
 
 /// How `#[retry]` hands each attempt its own copy of an argument.
@@ -48,53 +48,18 @@ impl<T: Clone> RetryArg for T {
     }
 }
 
-/// The return types `#[retry]` serves: `Result<T, E>` (or an alias of it)
-/// with `E: RetryableError`, such as `EtlError`.
+/// The return types `#[retry]` serves: `Result<T, E>` (or an alias of it).
+/// What `E` must be able to do is asked by the loop's run method, once.
 ///
 /// The expansion passes each attempt's result through `into_result` and the
 /// final one back through `from_result`, both named at the fn's return type,
 /// so a wrong return type gets this one message there and nothing else.
 #[diagnostic::on_unimplemented(
-    message = "#[retry] needs a fn returning `Result<T, E>` with `E: RetryableError`, found `{Self}`",
-    label = "not a `Result` with a retryable error",
-    note = "only a `Result` can fail and be retried, and the loop must know which errors are transient: \
-            use `EtlError`, or implement `etl_core::retry::RetryableError` for your error type"
-)]
-pub trait RetryOutput: Sized {
-    /// The success type.
-    type Ok;
-    /// The error type.
-    type Err: RetryableError;
-    /// Into what the retry loop takes.
-    fn into_result(self) -> Result<Self::Ok, Self::Err>;
-    /// Back into the declared type.
-    fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
-}
-
-impl<T, E: RetryableError> RetryOutput for Result<T, E> {
-    type Ok = T;
-    type Err = E;
-
-    #[inline(always)]
-    fn into_result(self) -> Self {
-        self
-    }
-
-    #[inline(always)]
-    fn from_result(result: Self) -> Self {
-        result
-    }
-}
-
-/// [`RetryOutput`] without the `RetryableError` bound: the return types
-/// `#[retry(when = ...)]` serves, where the predicate decides what is
-/// retried.
-#[diagnostic::on_unimplemented(
     message = "#[retry] needs a fn returning `Result<T, E>`, found `{Self}`",
     label = "not a `Result`",
     note = "only a `Result` can fail and be retried"
 )]
-pub trait RetryOutputAny: Sized {
+pub trait RetryOutput: Sized {
     /// The success type.
     type Ok;
     /// The error type.
@@ -105,7 +70,7 @@ pub trait RetryOutputAny: Sized {
     fn from_result(result: Result<Self::Ok, Self::Err>) -> Self;
 }
 
-impl<T, E> RetryOutputAny for Result<T, E> {
+impl<T, E> RetryOutput for Result<T, E> {
     type Ok = T;
     type Err = E;
 
@@ -122,38 +87,40 @@ impl<T, E> RetryOutputAny for Result<T, E> {
 
 /// How `#[retry(deadline = ...)]` picks its loop: one that cuts the attempt
 /// in flight when the error type can say "timed out" (`E: From<TimedOut>`),
-/// else the plain loop (the deadline stops new waits only). Autoref
-/// dispatch: `(&DeadlineDispatch::<E>::new(r)).__retry_pick()` finds
+/// else the loop whose deadline stops new waits only. Autoref dispatch:
+/// `(&DeadlineDispatch::<E, _, _>::new(r)).__retry_pick()` finds
 /// [`CutsInFlight`] when its bound holds, and [`KeepsInFlight`] otherwise.
-pub struct DeadlineDispatch<'a, E>(Retry<'a>, PhantomData<fn() -> E>);
+pub struct DeadlineDispatch<'a, E, C, B>(Retry<'a, C, Uncut, B>, PhantomData<fn() -> E>);
 
-impl<'a, E> DeadlineDispatch<'a, E> {
+impl<'a, E, C, B> DeadlineDispatch<'a, E, C, B> {
     /// Wraps the loop the attribute built.
-    pub fn new(retry: Retry<'a>) -> Self {
+    pub fn new(retry: Retry<'a, C, Uncut, B>) -> Self {
         DeadlineDispatch(retry, PhantomData)
     }
 }
 
 /// The pick for error types with `From<TimedOut>`.
-pub trait CutsInFlight<'a> {
+pub trait CutsInFlight<'a, C, B> {
     /// The loop that cuts the attempt in flight at the deadline.
-    fn __retry_pick(&self) -> TimedRetry<'a>;
+    fn __retry_pick(&self) -> Retry<'a, C, Cut, B>;
 }
 
-impl<'a, E: From<TimedOut>> CutsInFlight<'a> for DeadlineDispatch<'a, E> {
-    fn __retry_pick(&self) -> TimedRetry<'a> {
+impl<'a, E: From<TimedOut>, C: Copy, B: Copy> CutsInFlight<'a, C, B>
+    for DeadlineDispatch<'a, E, C, B>
+{
+    fn __retry_pick(&self) -> Retry<'a, C, Cut, B> {
         self.0.cut_in_flight()
     }
 }
 
 /// The pick for every other error type.
-pub trait KeepsInFlight<'a> {
+pub trait KeepsInFlight<'a, C, B> {
     /// The plain loop.
-    fn __retry_pick(&self) -> Retry<'a>;
+    fn __retry_pick(&self) -> Retry<'a, C, Uncut, B>;
 }
 
-impl<'a, E> KeepsInFlight<'a> for &DeadlineDispatch<'a, E> {
-    fn __retry_pick(&self) -> Retry<'a> {
+impl<'a, E, C: Copy, B: Copy> KeepsInFlight<'a, C, B> for &DeadlineDispatch<'a, E, C, B> {
+    fn __retry_pick(&self) -> Retry<'a, C, Uncut, B> {
         self.0
     }
 }

@@ -1,0 +1,509 @@
+//! The retry loop itself, written once for every [`Retry`] and every run
+//! method: one attempt (the breaker's admission, the attempt on the clock,
+//! the breaker told its verdict), the first attempt inline, the rest in a
+//! boxed future built only after a failure, and the blocking loop.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use super::breaker::Admitted;
+use super::op::{self, OpRef, Reason};
+use super::timed::{Clock, Cutoff};
+use super::{
+    BreakerSlot, ByError, Classify, CutSlot, Jitter, NoBreaker, Observer, Retry, RetryEvent,
+    RetryReport, Stop, Uncut,
+};
+
+/// How an attempt failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The operation returned an error (a cut attempt's `TimedOut` too).
+    Failed,
+    /// The circuit breaker refused it: the call stops.
+    Refused,
+}
+
+/// A failed attempt: the caller's error, and how it came about.
+pub(crate) struct Failure<E> {
+    pub(crate) err: E,
+    pub(crate) kind: Kind,
+}
+
+impl<E> Failure<E> {
+    #[inline]
+    pub(crate) fn failed(err: E) -> Self {
+        Failure {
+            err,
+            kind: Kind::Failed,
+        }
+    }
+}
+
+/// The first attempt inline, the rest boxed: the body of every async entry
+/// point that takes options (`Retry::run*`). A macro, not a fn: awaiting a
+/// shared `async fn` from each entry point would nest its future, and a
+/// second copy of the arguments, inside theirs. Evaluates to `(Result,
+/// RetryReport)`.
+macro_rules! attempt_then_retry {
+    ($retry:expr, $ctx:expr, $op:ident, $err:ty) => {{
+        let retry = $retry;
+        let mut clock = retry.clock::<$err>();
+        let (ctx, first) = $crate::retry::run::attempt(&retry, &mut clock, $ctx, &mut $op).await;
+        match first {
+            Ok(value) => {
+                retry.succeeded();
+                (Ok(value), $crate::retry::RetryReport::first($crate::retry::Stop::Succeeded))
+            }
+            Err(failure) => match retry.ends_at_first(&failure) {
+                Some(stop) => (Err(failure.err), $crate::retry::RetryReport::first(stop)),
+                None => $crate::retry::run::retry_boxed(retry, clock, ctx, $op, failure).await,
+            },
+        }
+    }};
+}
+pub(crate) use attempt_then_retry;
+
+/// The plain loop's body (`with_retry`, and `#[retry]` without options):
+/// no breaker, no clock, nothing cut, so the first attempt is the bare
+/// operation and the success path is the operation's own. Evaluates to the
+/// `Result`; `$retry` is an expression evaluated where needed (a `Copy`
+/// value or a constructor), so that no `Retry` sits in the future's state
+/// across the first attempt.
+macro_rules! plain_attempt_then_retry {
+    ($retry:expr, $op:ident) => {{
+        // Scoped so that nothing of the first attempt (its result, the
+        // error) stays in the future's state across the retry path's
+        // `.await`: a local still in scope there keeps its storage.
+        let retrying = {
+            let err = match $op().await {
+                Ok(value) => {
+                    $retry.succeeded();
+                    return Ok(value);
+                }
+                Err(err) => err,
+            };
+            let failure = $crate::retry::run::Failure::failed(err);
+            if $retry.ends_at_first(&failure).is_some() {
+                return Err(failure.err);
+            }
+            $crate::retry::run::plain_retry_boxed($retry, $op, failure)
+        };
+        retrying.await.0
+    }};
+}
+pub(crate) use plain_attempt_then_retry;
+
+/// The breaker's admission of an attempt: `Err` when it is open (the
+/// attempt is not made), else the claim to report the outcome to.
+#[inline]
+fn admit<'r, C, T, B: BreakerSlot<E>, E>(
+    retry: &'r Retry<'_, C, T, B>,
+) -> Result<Option<Admitted<'r>>, Failure<E>> {
+    let Some(breaker) = retry.breaker.get() else {
+        return Ok(None);
+    };
+    match breaker.admit() {
+        Ok(probe) => Ok(Some(Admitted::new(breaker, probe))),
+        // `refused` is `None` only for a loop with no breaker.
+        Err(open) => match B::refused(open) {
+            Some(err) => Err(Failure {
+                err,
+                kind: Kind::Refused,
+            }),
+            None => Ok(None),
+        },
+    }
+}
+
+/// Tells the breaker how an admitted attempt went: a success, a transient
+/// failure, or neither (a permanent error says nothing of the dependency's
+/// health).
+#[inline]
+fn report_to<C: Classify<E>, T, B, R, E>(
+    retry: &Retry<'_, C, T, B>,
+    admitted: Option<Admitted<'_>>,
+    outcome: &Result<R, Failure<E>>,
+) {
+    if let Some(admitted) = admitted {
+        let verdict = match outcome {
+            Ok(_) => Some(true),
+            Err(failure) if retry.is_transient(failure) => Some(false),
+            Err(_) => None,
+        };
+        admitted.report(verdict);
+    }
+}
+
+/// One attempt of an async call: `op` is lent `ctx` and hands it back with
+/// its result, and is given its [`Cutoff`].
+pub(crate) async fn attempt<C, T, B, X, F, Fut, R, E>(
+    retry: &Retry<'_, C, T, B>,
+    clock: &mut Clock,
+    ctx: X,
+    op: &mut F,
+) -> (X, Result<R, Failure<E>>)
+where
+    F: FnMut(X, Cutoff<E>) -> Fut,
+    Fut: Future<Output = (X, Result<R, E>)>,
+    C: Classify<E>,
+    T: CutSlot<E>,
+    B: BreakerSlot<E>,
+{
+    let admitted = match admit(retry) {
+        Ok(admitted) => admitted,
+        Err(refused) => return (ctx, Err(refused)),
+    };
+    let cutoff = clock.cutoff(T::timed_out);
+    let (ctx, result) = clock.track(op(ctx, cutoff)).await;
+    let outcome = result.map_err(Failure::failed);
+    report_to(retry, admitted, &outcome);
+    (ctx, outcome)
+}
+
+/// A plain op as the loop takes it: lent nothing, its attempt run under
+/// its cutoff.
+#[inline]
+pub(crate) fn lend_nothing<F, Fut, R, E>(
+    mut op: F,
+) -> impl FnMut((), Cutoff<E>) -> LentNothing<Fut, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<R, E>>,
+{
+    move |(), cutoff| LentNothing {
+        attempt: cutoff.run(op()),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A plain op's attempt, handing back the `()` it was lent.
+    pub(crate) struct LentNothing<Fut, E> {
+        #[pin]
+        attempt: super::timed::Clocked<Fut, E>,
+    }
+}
+
+impl<Fut, R, E> Future for LentNothing<Fut, E>
+where
+    Fut: Future<Output = Result<R, E>>,
+{
+    type Output = ((), Result<R, E>);
+
+    #[inline]
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.project().attempt.poll(cx).map(|result| ((), result))
+    }
+}
+
+impl<C, T, B> Retry<'_, C, T, B> {
+    /// Whether a failure may pass by itself: a refused attempt never, an
+    /// error (a cut attempt's `TimedOut` included) as the classifier says.
+    #[inline]
+    pub(crate) fn is_transient<E>(&self, failure: &Failure<E>) -> bool
+    where
+        C: Classify<E>,
+    {
+        match failure.kind {
+            Kind::Failed => self.classify.is_transient(&failure.err),
+            Kind::Refused => false,
+        }
+    }
+
+    // Inline: on the success path of every entry point, and a no-op there
+    // unless a budget is set. Across crates an un-inlined call would build
+    // a whole `Retry` on the stack just to find that out.
+    #[inline]
+    pub(crate) fn succeeded(&self) {
+        op::succeeded(self.op);
+        if let Some(budget) = self.budget {
+            budget.deposit();
+        }
+    }
+
+    /// Whether a first attempt's failure ends the call without a retry, and
+    /// why: a refused attempt, a permanent error, or one attempt allowed.
+    /// Such an end is counted, not logged (the error goes back to the
+    /// caller at once). The one rule for every async entry point.
+    #[cold]
+    pub(crate) fn ends_at_first<E>(&self, failure: &Failure<E>) -> Option<Stop>
+    where
+        C: Classify<E>,
+    {
+        let stop = if failure.kind == Kind::Refused {
+            Stop::CircuitOpen
+        } else if !self.is_transient(failure) {
+            Stop::Permanent
+        } else if self.policy.max_attempts <= 1 {
+            Stop::Exhausted
+        } else {
+            return None;
+        };
+        op::stopped(self.op, stop);
+        Some(stop)
+    }
+
+    /// The wait before the attempt after `attempt`, and whether the server
+    /// chose it; `Err` says why not to retry. `elapsed`: time since the
+    /// call started (known when a deadline is set).
+    fn next_delay<E>(
+        &self,
+        attempt: u32,
+        elapsed: Option<Duration>,
+        failure: &Failure<E>,
+        rng: &mut Option<fastrand::Rng>,
+    ) -> Result<(Duration, bool), Stop>
+    where
+        C: Classify<E>,
+    {
+        if failure.kind == Kind::Refused {
+            return Err(Stop::CircuitOpen);
+        }
+        if !self.is_transient(failure) {
+            return Err(Stop::Permanent);
+        }
+        if attempt >= self.policy.max_attempts {
+            return Err(Stop::Exhausted);
+        }
+        let asked = match failure.kind {
+            Kind::Failed => self.classify.retry_after(&failure.err),
+            _ => None,
+        };
+        let (delay, server_chose) = match asked {
+            Some(asked) if self.max_retry_after.is_some_and(|ceiling| asked > ceiling) => {
+                return Err(Stop::RetryAfterCeiling);
+            }
+            Some(asked) => (asked, true),
+            None => {
+                let backoff = self.policy.backoff(attempt);
+                let delay = match self.jitter {
+                    Jitter::None => backoff,
+                    jitter => {
+                        let seed = self.seed;
+                        let rng = rng.get_or_insert_with(|| {
+                            seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed)
+                        });
+                        jitter.apply(backoff, rng)
+                    }
+                };
+                (delay, false)
+            }
+        };
+        if let (Some(deadline), Some(elapsed)) = (self.deadline, elapsed) {
+            if elapsed.saturating_add(delay) > deadline {
+                return Err(Stop::Deadline);
+            }
+        }
+        if self.budget.is_some_and(|budget| !budget.try_withdraw()) {
+            return Err(Stop::Budget);
+        }
+        Ok((delay, server_chose))
+    }
+
+    /// Logs a retry, counts it and tells the observer, before its wait.
+    fn announce<E: fmt::Display>(
+        &self,
+        attempt: u32,
+        delay: Duration,
+        server_chose: bool,
+        failure: &Failure<E>,
+    ) where
+        C: Classify<E>,
+    {
+        let reason = if server_chose {
+            Reason::RateLimited
+        } else if self.classify.timed_out(&failure.err) {
+            Reason::TimedOut
+        } else {
+            Reason::Transient
+        };
+        announce(
+            self.op,
+            self.policy.max_attempts,
+            self.on_retry,
+            reason,
+            attempt,
+            delay,
+            &failure.err,
+        );
+    }
+
+    /// The give-up event: one `warn` naming the reason, as the report does;
+    /// and the call counted by how it ended.
+    fn give_up(&self, report: &RetryReport, err: &dyn fmt::Display) {
+        give_up(self.op, report, err);
+    }
+}
+
+/// [`Retry::announce`] without the type parameters, so that it is compiled
+/// once.
+fn announce(
+    op: OpRef,
+    max_attempts: u32,
+    observer: Option<&Observer<'_>>,
+    reason: Reason,
+    attempt: u32,
+    delay: Duration,
+    err: &dyn fmt::Display,
+) {
+    op::retrying(op, reason, delay);
+    tracing::warn!(
+        op = op.name(),
+        attempt,
+        max_attempts,
+        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        retry_after = reason == Reason::RateLimited,
+        error = %err,
+        "transient failure, retrying"
+    );
+    if let Some(observer) = observer {
+        observer(&RetryEvent {
+            attempt,
+            delay,
+            server_delay: reason == Reason::RateLimited,
+            error: err,
+        });
+    }
+}
+
+fn give_up(op: OpRef, report: &RetryReport, err: &dyn fmt::Display) {
+    op::stopped(op, report.stop);
+    tracing::warn!(op = op.name(), attempts = report.attempts, reason = ?report.stop, error = %err, "giving up");
+}
+
+/// Boxes the retry path outside any `async` body: built inside one, the
+/// unboxed future would still take up room in that body's state. Cold and
+/// out of line, so the success path's code stays small.
+#[cold]
+#[inline(never)]
+pub(crate) fn retry_boxed<'a, C, T, B, X, F, Fut, R, E>(
+    retry: Retry<'a, C, T, B>,
+    clock: Clock,
+    ctx: X,
+    op: F,
+    failure: Failure<E>,
+) -> Pin<Box<impl Future<Output = (Result<R, E>, RetryReport)> + use<'a, C, T, B, X, F, Fut, R, E>>>
+where
+    F: FnMut(X, Cutoff<E>) -> Fut,
+    Fut: Future<Output = (X, Result<R, E>)>,
+    C: Classify<E>,
+    T: CutSlot<E>,
+    B: BreakerSlot<E>,
+    E: fmt::Display,
+{
+    Box::pin(retry_after_failure(retry, clock, ctx, op, failure))
+}
+
+/// [`retry_boxed`] for the plain loop's op.
+#[cold]
+#[inline(never)]
+pub(crate) fn plain_retry_boxed<'a, F, Fut, R, E>(
+    retry: Retry<'a, ByError, Uncut, NoBreaker>,
+    op: F,
+    failure: Failure<E>,
+) -> Pin<Box<impl Future<Output = (Result<R, E>, RetryReport)> + use<'a, F, Fut, R, E>>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<R, E>>,
+    E: super::RetryableError,
+{
+    let clock = retry.clock::<E>();
+    Box::pin(retry_after_failure(retry, clock, (), lend_nothing(op), failure))
+}
+
+/// Attempts 2 and later, after the first failed with a transient error.
+async fn retry_after_failure<C, T, B, X, F, Fut, R, E>(
+    retry: Retry<'_, C, T, B>,
+    mut clock: Clock,
+    mut ctx: X,
+    mut op: F,
+    mut failure: Failure<E>,
+) -> (Result<R, E>, RetryReport)
+where
+    F: FnMut(X, Cutoff<E>) -> Fut,
+    Fut: Future<Output = (X, Result<R, E>)>,
+    C: Classify<E>,
+    T: CutSlot<E>,
+    B: BreakerSlot<E>,
+    E: fmt::Display,
+{
+    let mut rng = None;
+    let mut report = RetryReport::first(Stop::Succeeded);
+    loop {
+        let elapsed = clock.elapsed();
+        let (delay, server_chose) =
+            match retry.next_delay(report.attempts, elapsed, &failure, &mut rng) {
+                Ok(next) => next,
+                Err(stop) => {
+                    report.stop = stop;
+                    retry.give_up(&report, &failure.err);
+                    return (Err(failure.err), report);
+                }
+            };
+        retry.announce(report.attempts, delay, server_chose, &failure);
+        tokio::time::sleep(delay).await;
+        report.slept = report.slept.saturating_add(delay);
+        report.attempts = report.attempts.saturating_add(1);
+        let (back, outcome) = attempt(&retry, &mut clock, ctx, &mut op).await;
+        ctx = back;
+        failure = match outcome {
+            Ok(value) => {
+                retry.succeeded();
+                return (Ok(value), report);
+            }
+            Err(failure) => failure,
+        };
+    }
+}
+
+/// The blocking loop (`Retry::run_blocking*`): the same attempt, verdict
+/// and delay as the async one, with `std::thread::sleep` between.
+pub(crate) fn blocking<C, B, F, R, E>(
+    retry: Retry<'_, C, Uncut, B>,
+    mut op: F,
+) -> (Result<R, E>, RetryReport)
+where
+    F: FnMut() -> Result<R, E>,
+    C: Classify<E>,
+    B: BreakerSlot<E>,
+    E: fmt::Display,
+{
+    let mut clock = retry.clock::<E>();
+    clock.start_blocking();
+    let mut rng = None;
+    let mut report = RetryReport::first(Stop::Succeeded);
+    loop {
+        let outcome = match admit(&retry) {
+            Ok(admitted) => {
+                let outcome = op().map_err(Failure::failed);
+                report_to(&retry, admitted, &outcome);
+                outcome
+            }
+            Err(refused) => Err(refused),
+        };
+        let failure = match outcome {
+            Ok(value) => {
+                retry.succeeded();
+                return (Ok(value), report);
+            }
+            Err(failure) => failure,
+        };
+        match retry.next_delay(report.attempts, clock.elapsed(), &failure, &mut rng) {
+            Ok((delay, server_chose)) => {
+                retry.announce(report.attempts, delay, server_chose, &failure);
+                std::thread::sleep(delay);
+                report.slept = report.slept.saturating_add(delay);
+                report.attempts = report.attempts.saturating_add(1);
+            }
+            Err(stop) => {
+                report.stop = stop;
+                retry.give_up(&report, &failure.err);
+                return (Err(failure.err), report);
+            }
+        }
+    }
+}
