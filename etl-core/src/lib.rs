@@ -4,7 +4,8 @@
 //! - **the retry half** (always built; module [`retry`](mod@retry)): [`with_retry`] +
 //!   [`RetryPolicy`] retry transient failures with capped exponential
 //!   backoff, honouring a server's Retry-After; [`retry::Retry`] adds
-//!   jitter, deadlines, budgets and a report; the `#[retry]` attribute
+//!   jitter, deadlines, budgets, attempt timeouts, a circuit breaker and a
+//!   report; the `#[retry]` attribute
 //!   (feature `macros`) expands an `async fn` into a call of them; and
 //!   [`EtlError`] classifies every failure as transient or permanent.
 //! - **the content half** (feature `content`; module [`content`]):
@@ -22,11 +23,14 @@
 //! |---|---|---|---|
 //! | `macros` | yes | `#[etl_core::retry]` | etl-retry-macros (syn) |
 //! | `content` | yes | [`content`], [`IdempotentSink`], [`JsonlSink`], [`Row`], [`Launch`], [`Record`], [`Sink`], [`Reject`] and the rest of the content half; `From<serde_json::Error> for EtlError` | serde, serde_json, sha2, rayon, foldhash, const-hex, memchr, async-trait |
+//! | `reqwest` | no | `etl_core::http` (`HttpError`, `check`, Retry-After) and `RetryableError for reqwest::Error` | reqwest, httpdate |
+//! | `anyhow` | no | `RetryableError for anyhow::Error`, by its chain | anyhow |
 //! | `metrics` | no | `etl_core::metrics`: the retry loops, `IdempotentSink` and the rejects count through the `metrics` facade | metrics |
 //!
 //! With neither, the retry half stands alone: [`with_retry`],
 //! [`RetryPolicy`], [`retry`](mod@retry)'s `Retry`, `RetryBudget`, `Jitter`,
-//! `RetryReport`, `Stop`, `TimedOut`, `RetryableError`, and [`EtlError`]
+//! `RetryReport`, `Stop`, `TimedOut`, `CircuitBreaker`, `RetryableError`
+//! (implemented for `std::io::Error` too), and [`EtlError`]
 //! (the same type in every build). A crate that only retries takes
 //!
 //! ```toml
@@ -93,6 +97,8 @@ extern crate self as etl_core;
 #[cfg(feature = "content")]
 pub mod content;
 mod error;
+#[cfg(feature = "reqwest")]
+pub mod http;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod retry;

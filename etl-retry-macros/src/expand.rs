@@ -67,7 +67,11 @@ pub fn retry(policy: &Policy, plan: &Plan, item: &ItemFn) -> TokenStream {
         lending: plan.lends() && matches!(plan.shape, Shape::Async { .. }),
     };
     let ItemFn {
-        attrs, vis, sig, block, ..
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
     } = item;
     let call = call(&cx, &closure(&cx, &attempt(&cx, block)));
     let fn_body = fn_body(&cx, &sig.ident, &result(&cx, call));
@@ -88,7 +92,10 @@ fn attempt(cx: &Cx<'_>, block: &syn::Block) -> TokenStream {
             // the loop's own `Result` type, before the body, fixes the async
             // block's return type, so a `return` of the wrong type in the
             // body is reported at that `return`, as without the macro.
-            let (ok, err) = (cx.output_assoc(output, "Ok"), cx.output_assoc(output, "Err"));
+            let (ok, err) = (
+                cx.output_assoc(output, "Ok"),
+                cx.output_assoc(output, "Err"),
+            );
             let fake_var = hidden("__retry_fake_return", cx.output_span);
             let fake = quote_spanned! {cx.output_span=>
                 if false {
@@ -210,7 +217,12 @@ fn lent_bindings(cx: &Cx<'_>) -> Vec<TokenStream> {
 /// What is lent, as the call passes it: `(self, buf,)`.
 fn lent_sources(cx: &Cx<'_>) -> TokenStream {
     let self_ = cx.plan.lends_self.then(|| quote!(self,));
-    let args = cx.plan.args.iter().filter(|arg| arg.lent).map(|arg| &arg.source);
+    let args = cx
+        .plan
+        .args
+        .iter()
+        .filter(|arg| arg.lent)
+        .map(|arg| &arg.source);
     quote!((#self_ #(#args,)*))
 }
 
@@ -231,35 +243,41 @@ fn lent_names(cx: &Cx<'_>) -> Vec<TokenStream> {
 }
 
 /// `Retry::new(policy)` with every option given, in the order below (any
-/// order means the same).
+/// order means the same). Every token of ours is spanned at the return
+/// type, so that the call is one expression there: an error type the loop
+/// cannot serve is then reported once, at the return type. The user's own
+/// tokens keep their spans: a fn of the wrong type, a budget that is not a
+/// `&RetryBudget` or a breaker that is not a `CircuitBreaker` is reported
+/// on them.
 fn builder(cx: &Cx<'_>) -> TokenStream {
-    let krate = cx.krate;
+    let at = cx.output_span;
+    let krate = &cx.krate_at_output;
     let options = &cx.policy.options;
-    let policy_var = hidden("__retry_policy", Span::call_site());
-    let op_var = hidden("__retry_op", Span::call_site());
-    let mut builder = quote!(#krate::retry::Retry::new(#policy_var).__op(#op_var));
+    let policy_var = hidden("__retry_policy", at);
+    let op_var = hidden("__retry_op", at);
+    let mut builder = quote_spanned!(at=> #krate::retry::Retry::new(#policy_var).__op(#op_var));
     if let Some(variant) = &options.jitter {
-        builder.extend(quote!(.jitter(#krate::retry::Jitter::#variant)));
+        let variant = Ident::new(&variant.to_string(), at);
+        builder.extend(quote_spanned!(at=> .jitter(#krate::retry::Jitter::#variant)));
     }
     if let Some(deadline) = options.deadline {
-        let deadline = duration(deadline);
-        builder.extend(quote!(.deadline(#deadline)));
+        let deadline = respan(duration(deadline), at);
+        builder.extend(quote_spanned!(at=> .deadline(#deadline)));
     }
     if let Some(ceiling) = options.max_retry_after {
-        let ceiling = duration(ceiling);
-        builder.extend(quote!(.max_retry_after(#ceiling)));
+        let ceiling = respan(duration(ceiling), at);
+        builder.extend(quote_spanned!(at=> .max_retry_after(#ceiling)));
     }
-    // Spanned at the user's tokens: a fn of the wrong type, a budget that
-    // is not a `&RetryBudget`, or a breaker that is not a
-    // `CircuitBreaker`, is reported there.
     if let Some(observer) = &options.on_retry {
-        builder.extend(quote_spanned!(observer.span()=> .on_retry(&#observer)));
+        let arg = quote_spanned!(observer.span()=> &#observer);
+        builder.extend(quote_spanned!(at=> .on_retry(#arg)));
     }
     if let Some(budget) = &options.budget {
-        builder.extend(quote_spanned!(budget.span()=> .budget(#budget)));
+        builder.extend(quote_spanned!(at=> .budget(#budget)));
     }
     if let Some(breaker) = &options.breaker {
-        builder.extend(quote_spanned!(breaker.span()=> .breaker(&#breaker)));
+        let arg = quote_spanned!(breaker.span()=> &#breaker);
+        builder.extend(quote_spanned!(at=> .breaker(#arg)));
     }
     if let Some(when) = &options.when {
         // Typed first, at the path, as a `fn(&E) -> bool` for the fn's own
@@ -276,16 +294,16 @@ fn builder(cx: &Cx<'_>) -> TokenStream {
             }
             None => quote!(#when),
         };
-        builder.extend(quote!(.when(#pred)));
+        builder.extend(quote_spanned!(at=> .when(#pred)));
     }
     if let Some((limit, _)) = options.attempt_timeout {
-        let limit = duration(limit);
-        builder.extend(quote!(.attempt_timeout(#limit)));
+        let limit = respan(duration(limit), at);
+        builder.extend(quote_spanned!(at=> .attempt_timeout(#limit)));
     } else if let (Some(_), Shape::Async { output }) = (options.deadline, &cx.plan.shape) {
         // The deadline cuts the attempt in flight when the error type can
         // say "timed out"; else it stops new waits only.
         let err = cx.output_assoc(output, "Err");
-        builder = quote! {{
+        builder = quote_spanned! {at=> {
             use #krate::__private::{CutsInFlight as _, KeepsInFlight as _};
             (&#krate::__private::DeadlineDispatch::<#err, _, _>::new(#builder)).__retry_pick()
         }};

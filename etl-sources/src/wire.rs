@@ -2,14 +2,11 @@
 //! another attempt, which carry the server's delay, and what a list page is.
 
 use etl_core::{EtlError, Launch, Reject};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::time::SystemTime;
 use url::Url;
-
-/// How much of a body an error message quotes.
-const EXCERPT_CHARS: usize = 160;
 
 /// One page of a Launch Library 2 list endpoint: `{count, next, previous,
 /// results}`; `next` is `null` on the last page.
@@ -121,17 +118,11 @@ pub fn utc_clock(at: SystemTime) -> String {
     format!("{:02}:{:02}:{:02}", day / 3600, day % 3600 / 60, day % 60)
 }
 
-/// `Retry-After` as whole seconds from `now`: delta-seconds, or an
-/// HTTP-date (a date already past means "now": 0).
+/// `Retry-After` as whole seconds from `now`: etl-core's reading
+/// ([`etl_core::http::retry_after`], the workspace's one parser), in the
+/// unit `EtlError::RateLimited` carries.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // More digits than a u64 holds still means "a very long time".
-        return Some(value.parse().unwrap_or(u64::MAX));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    let wait = at.duration_since(now).unwrap_or_default();
-    Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+    etl_core::http::retry_after(headers, now).map(|wait| wait.as_secs())
 }
 
 /// Django REST framework's throttle body: `{"detail": "Request was
@@ -169,17 +160,7 @@ pub fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
 
 /// The start of a body, on one line, for an error message.
 fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_CHARS * 4)]);
-    let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if let Some((cut, _)) = line.char_indices().nth(EXCERPT_CHARS) {
-        line.truncate(cut);
-        line.push('…');
-    }
-    if line.is_empty() {
-        "(empty body)".to_string()
-    } else {
-        line
-    }
+    etl_core::http::excerpt(body)
 }
 
 #[cfg(test)]
@@ -191,6 +172,11 @@ mod tests {
     fn url() -> Url {
         Url::parse("https://ll.example/2.2.0/launch/upcoming/").unwrap()
     }
+
+    use reqwest::header::RETRY_AFTER;
+
+    /// How much of a body an error message quotes (etl_core::http::excerpt).
+    const EXCERPT_CHARS: usize = 160;
 
     fn headers(retry_after: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -215,8 +201,8 @@ mod tests {
         );
         assert_eq!(
             retry_after(&headers("Sun, 29 Nov 2026 19:00:00 GMT"), now),
-            Some(0),
-            "a past date means now"
+            None,
+            "a past date asks for no wait: the backoff decides"
         );
         assert_eq!(
             retry_after(&headers("99999999999999999999999"), now),

@@ -111,7 +111,10 @@ impl CircuitBreaker {
 
     #[cold]
     fn admit_when_open(&self) -> Result<bool, CircuitOpen> {
-        let opened_at = self.opened_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let opened_at = self
+            .opened_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match self.state.load(Ordering::Acquire) {
             // Closed meanwhile.
             CLOSED => Ok(false),
@@ -147,7 +150,10 @@ impl CircuitBreaker {
     #[cold]
     fn close(&self) {
         self.failures.store(0, Ordering::Relaxed);
-        let mut opened_at = self.opened_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut opened_at = self
+            .opened_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.state.swap(CLOSED, Ordering::AcqRel) != CLOSED {
             *opened_at = None;
             tracing::info!(breaker = self.name, "circuit breaker closed");
@@ -158,11 +164,17 @@ impl CircuitBreaker {
     /// An admitted attempt failed with a transient error.
     #[cold]
     pub(crate) fn failed(&self, probe: bool) {
-        let failures = self.failures.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
         if !probe && failures < self.threshold {
             return;
         }
-        let mut opened_at = self.opened_at.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut opened_at = self
+            .opened_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let state = self.state.load(Ordering::Acquire);
         // A trial that failed reopens; a closed breaker past its threshold
         // opens. An open one stays as it is (its cool-down is not pushed).
@@ -187,10 +199,13 @@ impl CircuitBreaker {
     #[cold]
     pub(crate) fn released(&self, probe: bool) {
         if probe {
-            let _lock = self.opened_at.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = self
-                .state
-                .compare_exchange(HALF_OPEN, OPEN, Ordering::AcqRel, Ordering::Acquire);
+            let _lock = self
+                .opened_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let _ =
+                self.state
+                    .compare_exchange(HALF_OPEN, OPEN, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
@@ -228,7 +243,11 @@ pub struct CircuitOpen {
 
 impl fmt::Display for CircuitOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "circuit breaker `{}` is open: not attempted", self.breaker)?;
+        write!(
+            f,
+            "circuit breaker `{}` is open: not attempted",
+            self.breaker
+        )?;
         if !self.retry_in.is_zero() {
             write!(f, " (next trial in {:?})", self.retry_in)?;
         }
@@ -336,9 +355,17 @@ mod tests {
         assert_eq!(e.retry_in, Duration::from_secs(10));
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(b.admit(), Ok(true), "the trial");
-        assert_eq!(b.admit().unwrap_err().retry_in, Duration::ZERO, "one trial at a time");
+        assert_eq!(
+            b.admit().unwrap_err().retry_in,
+            Duration::ZERO,
+            "one trial at a time"
+        );
         b.failed(true);
-        assert_eq!(b.admit().unwrap_err().retry_in, Duration::from_secs(10), "reopened");
+        assert_eq!(
+            b.admit().unwrap_err().retry_in,
+            Duration::from_secs(10),
+            "reopened"
+        );
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(b.admit(), Ok(true));
         b.succeeded(true);

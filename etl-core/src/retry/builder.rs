@@ -125,7 +125,10 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// The same options with other type parameters: the one place a setter
     /// that changes a type rebuilds the loop. `slots` maps the classifier,
     /// the cut and the breaker to their new values.
-    fn recast<C2, T2, B2>(self, slots: impl FnOnce(C, T, B) -> (C2, T2, B2)) -> Retry<'a, C2, T2, B2> {
+    fn recast<C2, T2, B2>(
+        self,
+        slots: impl FnOnce(C, T, B) -> (C2, T2, B2),
+    ) -> Retry<'a, C2, T2, B2> {
         let (classify, cut, breaker) = slots(self.classify, self.cut, self.breaker);
         Retry {
             policy: self.policy,

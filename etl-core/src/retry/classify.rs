@@ -143,6 +143,47 @@ impl RetryableError for io::Error {
     }
 }
 
+/// By the first error in its chain that etl-core can classify
+/// ([`EtlError`], `std::io::Error`, and with feature `reqwest`
+/// `etl_core::http::HttpError` and `reqwest::Error`); an error it cannot
+/// classify is permanent. Feature `anyhow`.
+#[cfg(feature = "anyhow")]
+impl RetryableError for anyhow::Error {
+    fn is_transient(&self) -> bool {
+        classified(self).is_some_and(|e| e.is_transient())
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        classified(self).and_then(|e| e.retry_after())
+    }
+
+    fn timed_out(&self) -> bool {
+        classified(self).is_some_and(|e| e.timed_out())
+    }
+}
+
+/// The first error in `err`'s chain that has a [`RetryableError`] impl here.
+#[cfg(feature = "anyhow")]
+fn classified(err: &anyhow::Error) -> Option<&dyn RetryableError> {
+    err.chain()
+        .find_map(|cause| -> Option<&dyn RetryableError> {
+            if let Some(e) = cause.downcast_ref::<EtlError>() {
+                return Some(e);
+            }
+            #[cfg(feature = "reqwest")]
+            if let Some(e) = cause.downcast_ref::<crate::http::HttpError>() {
+                return Some(e);
+            }
+            #[cfg(feature = "reqwest")]
+            if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
+                return Some(e);
+            }
+            cause
+                .downcast_ref::<io::Error>()
+                .map(|e| e as &dyn RetryableError)
+        })
+}
+
 /// How a [`Retry`](crate::retry::Retry) decides what is retried: the
 /// classifier type parameter. [`ByError`] asks the error
 /// ([`RetryableError`]); [`When`] asks a predicate.
@@ -243,7 +284,13 @@ mod tests {
             assert!(io::Error::from(kind).is_transient(), "{kind:?}");
             assert!(EtlError::Io(kind.into()).is_transient(), "{kind:?}");
         }
-        for kind in [NotFound, PermissionDenied, InvalidData, AlreadyExists, Other] {
+        for kind in [
+            NotFound,
+            PermissionDenied,
+            InvalidData,
+            AlreadyExists,
+            Other,
+        ] {
             assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
             assert!(!EtlError::Io(kind.into()).is_transient(), "{kind:?}");
         }

@@ -54,7 +54,10 @@ macro_rules! attempt_then_retry {
         match first {
             Ok(value) => {
                 retry.succeeded();
-                (Ok(value), $crate::retry::RetryReport::first($crate::retry::Stop::Succeeded))
+                (
+                    Ok(value),
+                    $crate::retry::RetryReport::first($crate::retry::Stop::Succeeded),
+                )
             }
             Err(failure) => match retry.ends_at_first(&failure) {
                 Some(stop) => (Err(failure.err), $crate::retry::RetryReport::first(stop)),
@@ -412,7 +415,13 @@ where
     E: super::RetryableError,
 {
     let clock = retry.clock::<E>();
-    Box::pin(retry_after_failure(retry, clock, (), lend_nothing(op), failure))
+    Box::pin(retry_after_failure(
+        retry,
+        clock,
+        (),
+        lend_nothing(op),
+        failure,
+    ))
 }
 
 /// Attempts 2 and later, after the first failed with a transient error.

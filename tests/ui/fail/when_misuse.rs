@@ -21,12 +21,6 @@ fn is_transient(_: &io::Error) -> bool {
     true
 }
 
-// Without `when`, a foreign error type needs a RetryableError impl.
-#[retry]
-fn h() -> io::Result<()> {
-    Ok(())
-}
-
 // With it, a blocking fn still has to return a Result.
 #[retry(when = is_transient)]
 fn k() -> u32 {

@@ -1,0 +1,334 @@
+//! HTTP with reqwest (feature `reqwest`): [`HttpError`], an error that
+//! `#[retry]` classifies and that carries the server's Retry-After, and
+//! [`check`], which turns a response that is not a success into one.
+//!
+//! ```no_run
+//! use etl_core::http::{check, HttpError};
+//! use etl_core::retry;
+//!
+//! // 5xx, 408 and 429 are retried; a 429's or 503's Retry-After is waited
+//! // as the server asked; any other status fails at once.
+//! #[retry(max_attempts = 5, base = "500ms", max_retry_after = "2m")]
+//! async fn get(client: &reqwest::Client, url: &str) -> Result<String, HttpError> {
+//!     let response = check(client.get(url).send().await?).await?;
+//!     Ok(response.text().await?)
+//! }
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+use crate::retry::{CircuitOpen, RetryableError, TimedOut};
+
+/// How much of an error body the message quotes.
+const EXCERPT_CHARS: usize = 160;
+
+/// An HTTP call that failed: a status that is not a success (with the
+/// server's Retry-After, if it sent one), a transport error, or an attempt
+/// cut by a timeout or refused by an open circuit breaker.
+///
+/// Classified for retrying ([`RetryableError`]): 408, 429 and 5xx are
+/// transient, every other status permanent; transport errors as
+/// [`RetryableError for reqwest::Error`](#impl-RetryableError-for-Error)
+/// says; a timeout or an open breaker transient.
+#[derive(Debug)]
+pub struct HttpError {
+    repr: Repr,
+}
+
+#[derive(Debug)]
+enum Repr {
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        url: String,
+        excerpt: String,
+    },
+    Transport(reqwest::Error),
+    TimedOut(TimedOut),
+    CircuitOpen(CircuitOpen),
+}
+
+impl HttpError {
+    /// The error for a response with `status`, from `url`, whose headers
+    /// are `headers` and whose body starts with `body`.
+    pub fn from_status(status: u16, url: &str, headers: &HeaderMap, body: &[u8]) -> Self {
+        HttpError {
+            repr: Repr::Status {
+                status,
+                retry_after: retry_after(headers, SystemTime::now()),
+                url: url.to_string(),
+                excerpt: excerpt(body),
+            },
+        }
+    }
+
+    /// The HTTP status, when the server answered with one.
+    pub fn status(&self) -> Option<u16> {
+        match &self.repr {
+            Repr::Status { status, .. } => Some(*status),
+            Repr::Transport(e) => e.status().map(|s| s.as_u16()),
+            Repr::TimedOut(_) | Repr::CircuitOpen(_) => None,
+        }
+    }
+
+    /// The wait the server asked for (Retry-After), if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match &self.repr {
+            Repr::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for HttpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Status {
+                status,
+                retry_after,
+                url,
+                excerpt,
+            } => {
+                write!(f, "HTTP {status} from {url}")?;
+                if let Some(wait) = retry_after {
+                    write!(f, " (Retry-After: {} s)", wait.as_secs())?;
+                }
+                write!(f, ": {excerpt}")
+            }
+            Repr::Transport(e) => write!(f, "{e}"),
+            Repr::TimedOut(e) => write!(f, "{e}"),
+            Repr::CircuitOpen(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.repr {
+            Repr::Transport(e) => Some(e),
+            Repr::TimedOut(e) => Some(e),
+            Repr::CircuitOpen(e) => Some(e),
+            Repr::Status { .. } => None,
+        }
+    }
+}
+
+impl From<reqwest::Error> for HttpError {
+    fn from(e: reqwest::Error) -> Self {
+        HttpError {
+            repr: Repr::Transport(e),
+        }
+    }
+}
+
+impl From<TimedOut> for HttpError {
+    fn from(e: TimedOut) -> Self {
+        HttpError {
+            repr: Repr::TimedOut(e),
+        }
+    }
+}
+
+impl From<CircuitOpen> for HttpError {
+    fn from(e: CircuitOpen) -> Self {
+        HttpError {
+            repr: Repr::CircuitOpen(e),
+        }
+    }
+}
+
+impl RetryableError for HttpError {
+    fn is_transient(&self) -> bool {
+        match &self.repr {
+            Repr::Status { status, .. } => status_is_transient(*status),
+            Repr::Transport(e) => e.is_transient(),
+            Repr::TimedOut(_) | Repr::CircuitOpen(_) => true,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        HttpError::retry_after(self)
+    }
+
+    fn timed_out(&self) -> bool {
+        match &self.repr {
+            Repr::TimedOut(_) => true,
+            Repr::Transport(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an answer with this status may succeed when asked again: 408,
+/// 429 and every 5xx.
+pub fn status_is_transient(status: u16) -> bool {
+    matches!(status, 408 | 429) || (500..=599).contains(&status)
+}
+
+/// reqwest's errors, as reqwest-retry's default strategy sorts them: a
+/// status error (from `error_for_status`) by its status
+/// ([`status_is_transient`]); a builder, decode or redirect error
+/// permanent (the same request fails the same way); a connect, timeout,
+/// request or body error transient (the network may recover).
+impl RetryableError for reqwest::Error {
+    fn is_transient(&self) -> bool {
+        if let Some(status) = self.status() {
+            return status_is_transient(status.as_u16());
+        }
+        if self.is_builder() || self.is_decode() || self.is_redirect() {
+            return false;
+        }
+        self.is_connect() || self.is_timeout() || self.is_request() || self.is_body()
+    }
+
+    fn timed_out(&self) -> bool {
+        self.is_timeout()
+    }
+}
+
+/// A 2xx response passes; any other status becomes an [`HttpError`]
+/// carrying the server's Retry-After (seconds, or an HTTP-date, rounded up)
+/// and the start of its body, so that `#[retry]` waits what a 429 or 503
+/// asked and retries only what may pass.
+pub async fn check(response: reqwest::Response) -> Result<reqwest::Response, HttpError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let url = response.url().to_string();
+    let headers = response.headers().clone();
+    // The body is only quoted: one that cannot be read is quoted as empty.
+    let body = response.bytes().await.unwrap_or_default();
+    Err(HttpError::from_status(
+        status.as_u16(),
+        &url,
+        &headers,
+        &body,
+    ))
+}
+
+/// `Retry-After` as a wait from `now`: delta-seconds, or an HTTP-date
+/// rounded up to whole seconds. An empty value, one that is neither, or a
+/// date not after `now` is no wait (`None`): the backoff decides. More
+/// digits than a `u64` holds still mean "a very long time".
+///
+/// ```
+/// use etl_core::http::retry_after;
+/// use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("120"));
+/// assert_eq!(retry_after(&headers, SystemTime::now()), Some(Duration::from_secs(120)));
+///
+/// let now = UNIX_EPOCH + Duration::from_secs(784_111_770); // 1994-11-06 08:49:30 UTC
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"));
+/// assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+///
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+/// assert_eq!(retry_after(&headers, now), None);
+/// ```
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if value.is_empty() {
+        return None;
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let wait = at.duration_since(now).ok().filter(|w| !w.is_zero())?;
+    Some(Duration::from_secs(
+        wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+    ))
+}
+
+/// The start of a body, for an error message: its first
+/// characters on one line (whitespace runs folded to one space), or
+/// `(empty body)`. Reads at most a few hundred bytes of it.
+///
+/// ```
+/// assert_eq!(etl_core::http::excerpt(b"<html>\n  <h1>502 Bad Gateway</h1>"), "<html> <h1>502 Bad Gateway</h1>");
+/// assert_eq!(etl_core::http::excerpt(b"  "), "(empty body)");
+/// ```
+pub fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_CHARS * 4)]);
+    let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = line.char_indices().nth(EXCERPT_CHARS) {
+        line.truncate(cut);
+        line.push('…');
+    }
+    if line.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(value: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static(value));
+        h
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates_and_ignores_the_rest() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(retry_after(&headers("0"), now), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after(&headers("99999999999999999999999"), now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT"), now),
+            Some(Duration::from_secs(7))
+        );
+        // In the past, empty, not a number or a date: the backoff decides.
+        for bad in [
+            "Sun, 06 Nov 1994 08:49:00 GMT",
+            "",
+            "  ",
+            "-5",
+            "1.5",
+            "later",
+        ] {
+            assert_eq!(retry_after(&headers(bad), now), None, "{bad:?}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn status_errors_are_classified_and_carry_the_wait() {
+        let e = HttpError::from_status(429, "http://x/", &headers("3"), b"slow down");
+        assert!(e.is_transient());
+        assert_eq!(e.status(), Some(429));
+        assert_eq!(
+            RetryableError::retry_after(&e),
+            Some(Duration::from_secs(3))
+        );
+        assert!(e.to_string().contains("slow down"), "{e}");
+        for (status, transient) in [
+            (503, true),
+            (500, true),
+            (408, true),
+            (404, false),
+            (400, false),
+        ] {
+            let e = HttpError::from_status(status, "http://x/", &HeaderMap::new(), b"");
+            assert_eq!(e.is_transient(), transient, "{status}");
+        }
+        assert!(HttpError::from(TimedOut {
+            after: Duration::from_secs(1),
+            by: crate::retry::TimeLimit::Attempt
+        })
+        .timed_out());
+    }
+}
