@@ -97,9 +97,10 @@ fn attempt(cx: &Cx<'_>, block: &syn::Block) -> TokenStream {
                 cx.output_assoc(output, "Err"),
             );
             let fake_var = hidden("__retry_fake_return", cx.output_span);
-            let fake = quote_spanned! {cx.output_span=>
+            let fake_ty = quote_spanned! {cx.output_span=> ::core::result::Result<#ok, #err> };
+            let fake = quote! {
                 if false {
-                    let #fake_var: ::core::result::Result<#ok, #err> = loop {};
+                    let #fake_var: #fake_ty = loop {};
                     return #fake_var;
                 }
             };
@@ -303,8 +304,15 @@ fn builder(cx: &Cx<'_>) -> TokenStream {
         // The deadline cuts the attempt in flight when the error type can
         // say "timed out"; else it stops new waits only.
         let err = cx.output_assoc(output, "Err");
+        // The `use` at the attribute: one of the two traits goes unused,
+        // and that is ours to know, not a lint on the user's return type.
+        let plain_krate = cx.krate;
+        let picks = quote! {
+            #[allow(unused_imports)]
+            use #plain_krate::__private::{CutsInFlight as _, KeepsInFlight as _};
+        };
         builder = quote_spanned! {at=> {
-            use #krate::__private::{CutsInFlight as _, KeepsInFlight as _};
+            #picks
             (&#krate::__private::DeadlineDispatch::<#err, _, _>::new(#builder)).__retry_pick()
         }};
     }

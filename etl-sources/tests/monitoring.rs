@@ -76,7 +76,10 @@ fn the_offline_run_writes_its_metrics_and_a_second_run_sees_every_row() {
         "the 503's wait was the backoff's"
     );
     assert_eq!(m[r#"etl_retry_attempts_total{op="fetch_page"}"#], 5.0);
-    assert_eq!(m[r#"etl_retry_sleep_seconds_total{op="fetch_page"}"#], 2.0);
+    // A histogram (a summary in this exporter's text): the time slept and
+    // the waits.
+    assert_eq!(m[r#"etl_retry_sleep_seconds_sum{op="fetch_page"}"#], 2.0);
+    assert_eq!(m[r#"etl_retry_sleep_seconds_count{op="fetch_page"}"#], 2.0);
     assert_eq!(
         m[r#"etl_retry_calls_total{op="fetch_page",stop="succeeded"}"#],
         3.0
@@ -141,6 +144,80 @@ fn a_run_against_a_dead_port_exits_1_and_says_so_in_its_metrics() {
         4.0
     );
     // 1 + 2 + 4 + 8 s of backoff, on the paused clock.
-    assert_eq!(m[r#"etl_retry_sleep_seconds_total{op="fetch_page"}"#], 15.0);
+    assert_eq!(m[r#"etl_retry_sleep_seconds_sum{op="fetch_page"}"#], 15.0);
     assert!(!m.contains_key("etl_pages_total") || m["etl_pages_total"] == 0.0);
+}
+
+/// Prometheus's own linter accepts the offline run's metrics file, with a
+/// circuit breaker's metrics in it too (`etl_circuit_open`,
+/// `stop="circuit_open"`). Opt-in: `ETL_PROMTOOL` names the promtool binary
+/// (Debian package `prometheus`); `.ci/run` installs it and sets it.
+#[test]
+fn promtool_accepts_the_metrics_file_breaker_included() {
+    let Ok(promtool) = std::env::var("ETL_PROMTOOL") else {
+        eprintln!("ETL_PROMTOOL unset: promtool check skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, prom) = (dir.path().join("launches.jsonl"), dir.path().join("m.prom"));
+    let args = Args::parse_from([
+        "launches",
+        "--timeout-secs",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+        "--metrics-file",
+        prom.to_str().unwrap(),
+    ]);
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    // As `launches` does at start: the help texts the linter asks for.
+    etl_sources::metrics::describe();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    assert_eq!(runtime.block_on(cli::run(&args, Some(&handle))), 0);
+    // A breaker that opens, under the same recorder.
+    static TRIPS: etl_core::retry::CircuitBreaker =
+        etl_core::retry::CircuitBreaker::new(1, std::time::Duration::from_secs(60))
+            .named("upstream");
+    let (_, report) = runtime.block_on(
+        etl_core::retry::Retry::new(etl_core::RetryPolicy::default())
+            .name("fetch_other")
+            .breaker(&TRIPS)
+            .run_with_report(|| async { Err::<(), _>(etl_core::EtlError::Network("down".into())) }),
+    );
+    assert_eq!(report.stop, etl_core::retry::Stop::CircuitOpen);
+    let rendered = handle.render();
+    assert!(
+        rendered.contains(r#"etl_circuit_open{breaker="upstream"} 1"#),
+        "{rendered}"
+    );
+    let check = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&prom).unwrap())
+        .output()
+        .expect("promtool runs");
+    assert!(
+        check.status.success(),
+        "promtool rejects the run's file: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let render = dir.path().join("render.prom");
+    std::fs::write(&render, rendered).unwrap();
+    let check = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&render).unwrap())
+        .output()
+        .expect("promtool runs");
+    assert!(
+        check.status.success(),
+        "promtool rejects the breaker's metrics: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
