@@ -119,13 +119,15 @@ impl CircuitBreaker {
             // Closed meanwhile.
             CLOSED => Ok(false),
             OPEN => {
-                let reopens = opened_at.map_or_else(Instant::now, |at| at + self.cool_down);
                 let now = Instant::now();
-                if now >= reopens {
-                    self.state.store(HALF_OPEN, Ordering::Release);
-                    Ok(true)
-                } else {
-                    Err(self.open_error(reopens - now))
+                // A cool-down too long to be a point in time never ends.
+                match opened_at.and_then(|at| at.checked_add(self.cool_down)) {
+                    Some(reopens) if now >= reopens => {
+                        self.state.store(HALF_OPEN, Ordering::Release);
+                        Ok(true)
+                    }
+                    Some(reopens) => Err(self.open_error(reopens - now)),
+                    None => Err(self.open_error(self.cool_down)),
                 }
             }
             _ => Err(self.open_error(Duration::ZERO)),
@@ -383,6 +385,32 @@ mod tests {
         assert!(b.admit().is_err());
         drop(trial);
         assert_eq!(b.admit(), Ok(true), "the next caller is the trial");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endless_cool_down_never_panics_and_never_reopens() {
+        let b = CircuitBreaker::new(1, Duration::MAX);
+        b.failed(false);
+        tokio::time::advance(Duration::from_secs(365 * 86_400)).await;
+        let open = b.admit().unwrap_err();
+        assert_eq!(open.retry_in, Duration::MAX);
+        assert!(b.is_open());
+    }
+
+    #[test]
+    fn a_loop_with_every_option_prints_its_breaker() {
+        static NAMED: CircuitBreaker =
+            CircuitBreaker::new(2, Duration::from_secs(1)).named("upstream");
+        fn never(_: &std::io::Error) -> bool {
+            false
+        }
+        let retry = crate::retry::Retry::new(crate::RetryPolicy::default())
+            .breaker(&NAMED)
+            .when(never)
+            .attempt_timeout(Duration::from_secs(1));
+        let shown = format!("{retry:?}");
+        assert!(shown.contains("upstream"), "{shown}");
+        assert!(shown.contains("attempt_timeout: Some(1s)"), "{shown}");
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub struct Retry<'a, C = ByError, T = Uncut, B = NoBreaker> {
     pub(super) breaker: B,
 }
 
-impl<C, T, B: BreakerSlot<()>> fmt::Debug for Retry<'_, C, T, B> {
+impl<C, T, B: fmt::Debug> fmt::Debug for Retry<'_, C, T, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Retry")
             .field("op", &self.op.name())
@@ -95,7 +95,7 @@ impl<C, T, B: BreakerSlot<()>> fmt::Debug for Retry<'_, C, T, B> {
             .field("attempt_timeout", &self.attempt_timeout)
             .field("on_retry", &self.on_retry.is_some())
             .field("budget", &self.budget)
-            .field("breaker", &self.breaker.get().map(CircuitBreaker::name))
+            .field("breaker", &self.breaker)
             .finish_non_exhaustive()
     }
 }
