@@ -121,9 +121,7 @@ impl EtlError {
             | EtlError::RateLimited { .. }
             | EtlError::TimedOut(_)
             | EtlError::CircuitOpen(_) => true,
-            EtlError::Http { status, .. } => {
-                matches!(status, 408 | 429) || (500..=599).contains(status)
-            }
+            EtlError::Http { status, .. } => crate::retry::status_is_transient(*status),
             EtlError::Io(e) => crate::retry::io_kind_is_transient(e.kind()),
             EtlError::Database { sqlstate, .. } => Self::sqlstate_is_transient(sqlstate.as_deref()),
             EtlError::Parse(_)

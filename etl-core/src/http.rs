@@ -19,20 +19,30 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::Url;
 
-use crate::retry::{CircuitOpen, RetryableError, TimedOut};
+use crate::retry::{status_is_transient, CircuitOpen, RetryableError, TimedOut};
 
 /// How much of an error body the message quotes.
 const EXCERPT_CHARS: usize = 160;
+/// How much of an error body is read for that (a character is at most 4
+/// bytes).
+const EXCERPT_BYTES: usize = EXCERPT_CHARS * 4;
 
 /// An HTTP call that failed: a status that is not a success (with the
 /// server's Retry-After, if it sent one), a transport error, or an attempt
 /// cut by a timeout or refused by an open circuit breaker.
 ///
 /// Classified for retrying ([`RetryableError`]): 408, 429 and 5xx are
-/// transient, every other status permanent; transport errors as
-/// [`RetryableError for reqwest::Error`](#impl-RetryableError-for-Error)
-/// says; a timeout or an open breaker transient.
+/// transient, every other status permanent
+/// ([`status_is_transient`](crate::retry::status_is_transient)); transport
+/// errors as `RetryableError for reqwest::Error` says; a timeout or an open
+/// breaker transient.
+///
+/// Its messages name the URL without its query, fragment or credentials,
+/// so an API key sent as a query parameter never reaches a log line
+/// through it. (A bare `reqwest::Error` shows its URL whole: prefer
+/// `HttpError`, or headers for secrets.)
 #[derive(Debug)]
 pub struct HttpError {
     repr: Repr,
@@ -54,12 +64,12 @@ enum Repr {
 impl HttpError {
     /// The error for a response with `status`, from `url`, whose headers
     /// are `headers` and whose body starts with `body`.
-    pub fn from_status(status: u16, url: &str, headers: &HeaderMap, body: &[u8]) -> Self {
+    pub fn from_status(status: u16, url: &Url, headers: &HeaderMap, body: &[u8]) -> Self {
         HttpError {
             repr: Repr::Status {
                 status,
                 retry_after: retry_after(headers, SystemTime::now()),
-                url: url.to_string(),
+                url: redacted(url.clone()).to_string(),
                 excerpt: excerpt(body),
             },
         }
@@ -117,11 +127,25 @@ impl std::error::Error for HttpError {
 }
 
 impl From<reqwest::Error> for HttpError {
-    fn from(e: reqwest::Error) -> Self {
+    fn from(mut e: reqwest::Error) -> Self {
+        if let Some(url) = e.url_mut() {
+            *url = redacted(url.clone());
+        }
         HttpError {
             repr: Repr::Transport(e),
         }
     }
+}
+
+/// `url` without what may hold a secret: the query, the fragment and any
+/// user name or password.
+fn redacted(mut url: Url) -> Url {
+    url.set_query(None);
+    url.set_fragment(None);
+    // Only URLs that cannot have credentials refuse these: nothing to hide.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url
 }
 
 impl From<TimedOut> for HttpError {
@@ -162,15 +186,9 @@ impl RetryableError for HttpError {
     }
 }
 
-/// Whether an answer with this status may succeed when asked again: 408,
-/// 429 and every 5xx.
-pub fn status_is_transient(status: u16) -> bool {
-    matches!(status, 408 | 429) || (500..=599).contains(&status)
-}
-
 /// reqwest's errors, as reqwest-retry's default strategy sorts them: a
 /// status error (from `error_for_status`) by its status
-/// ([`status_is_transient`]); a builder, decode or redirect error
+/// ([`status_is_transient`](crate::retry::status_is_transient)); a builder, decode or redirect error
 /// permanent (the same request fails the same way); a connect, timeout,
 /// request or body error transient (the network may recover).
 impl RetryableError for reqwest::Error {
@@ -198,16 +216,29 @@ pub async fn check(response: reqwest::Response) -> Result<reqwest::Response, Htt
     if status.is_success() {
         return Ok(response);
     }
-    let url = response.url().to_string();
+    let url = response.url().clone();
     let headers = response.headers().clone();
-    // The body is only quoted: one that cannot be read is quoted as empty.
-    let body = response.bytes().await.unwrap_or_default();
+    let body = body_start(response).await;
     Err(HttpError::from_status(
         status.as_u16(),
         &url,
         &headers,
         &body,
     ))
+}
+
+/// The first bytes of a body, enough for its excerpt: an error page of any
+/// size costs no more than that. A body that cannot be read is quoted as
+/// far as it came.
+async fn body_start(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < EXCERPT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
 }
 
 /// `Retry-After` as a wait from `now`: delta-seconds, or an HTTP-date
@@ -255,7 +286,7 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 /// assert_eq!(etl_core::http::excerpt(b"  "), "(empty body)");
 /// ```
 pub fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_CHARS * 4)]);
+    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_BYTES)]);
     let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if let Some((cut, _)) = line.char_indices().nth(EXCERPT_CHARS) {
         line.truncate(cut);
@@ -284,6 +315,16 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_770);
         assert_eq!(retry_after(&headers("0"), now), Some(Duration::ZERO));
         assert_eq!(
+            retry_after(&headers(" 7 "), now),
+            Some(Duration::from_secs(7))
+        );
+        let later = now + Duration::from_millis(300);
+        assert_eq!(
+            retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT"), later),
+            Some(Duration::from_secs(7)),
+            "6.7 s rounds up"
+        );
+        assert_eq!(
             retry_after(&headers("99999999999999999999999"), now),
             Some(Duration::from_secs(u64::MAX))
         );
@@ -306,8 +347,20 @@ mod tests {
     }
 
     #[test]
+    fn a_status_error_names_its_url_without_secrets() {
+        let url = Url::parse("https://me:pw@api.example/v1/items?api_key=s3cret&page=2#x").unwrap();
+        let e = HttpError::from_status(401, &url, &HeaderMap::new(), b"denied");
+        let shown = e.to_string();
+        assert!(shown.contains("https://api.example/v1/items"), "{shown}");
+        for secret in ["s3cret", "pw", "me@", "page=2"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+
+    #[test]
     fn status_errors_are_classified_and_carry_the_wait() {
-        let e = HttpError::from_status(429, "http://x/", &headers("3"), b"slow down");
+        let url = Url::parse("http://x/").unwrap();
+        let e = HttpError::from_status(429, &url, &headers("3"), b"slow down");
         assert!(e.is_transient());
         assert_eq!(e.status(), Some(429));
         assert_eq!(
@@ -322,7 +375,7 @@ mod tests {
             (404, false),
             (400, false),
         ] {
-            let e = HttpError::from_status(status, "http://x/", &HeaderMap::new(), b"");
+            let e = HttpError::from_status(status, &url, &HeaderMap::new(), b"");
             assert_eq!(e.is_transient(), transient, "{status}");
         }
         assert!(HttpError::from(TimedOut {

@@ -19,7 +19,9 @@ mod timed;
 pub use breaker::{BreakerSlot, CircuitBreaker, CircuitOpen, NoBreaker};
 pub use budget::RetryBudget;
 pub use builder::Retry;
-pub use classify::{io_kind_is_transient, ByError, Classify, RetryableError, When};
+pub use classify::{
+    io_kind_is_transient, status_is_transient, ByError, Classify, RetryableError, When,
+};
 pub use jitter::Jitter;
 pub use report::{Observer, RetryEvent, RetryReport, Stop};
 pub use timed::{Clocked, Cut, CutSlot, Cutoff, TimeLimit, TimedOut, Uncut};

@@ -82,7 +82,9 @@ pub fn status_error(
     now: SystemTime,
 ) -> EtlError {
     if status == 429 {
-        if let Some(retry_after_secs) = retry_after(headers, now).or_else(|| throttle_hint(body)) {
+        // Retry-After by etl-core's reading, the workspace's one parser.
+        let asked = etl_core::http::retry_after(headers, now).map(|wait| wait.as_secs());
+        if let Some(retry_after_secs) = asked.or_else(|| throttle_hint(body)) {
             return EtlError::RateLimited { retry_after_secs };
         }
     }
@@ -116,13 +118,6 @@ pub fn utc_clock(at: SystemTime) -> String {
         .map_or(0, |d| d.as_secs());
     let day = secs % 86_400;
     format!("{:02}:{:02}:{:02}", day / 3600, day % 3600 / 60, day % 60)
-}
-
-/// `Retry-After` as whole seconds from `now`: etl-core's reading
-/// ([`etl_core::http::retry_after`], the workspace's one parser), in the
-/// unit `EtlError::RateLimited` carries.
-pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
-    etl_core::http::retry_after(headers, now).map(|wait| wait.as_secs())
 }
 
 /// Django REST framework's throttle body: `{"detail": "Request was
@@ -167,7 +162,6 @@ fn excerpt(body: &[u8]) -> String {
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
-    use std::time::Duration;
 
     fn url() -> Url {
         Url::parse("https://ll.example/2.2.0/launch/upcoming/").unwrap()
@@ -182,34 +176,6 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(RETRY_AFTER, HeaderValue::from_str(retry_after).unwrap());
         h
-    }
-
-    #[test]
-    fn retry_after_seconds_and_http_date_rounded_up() {
-        let now = httpdate::parse_http_date("Sun, 29 Nov 2026 20:00:00 GMT").unwrap();
-        assert_eq!(retry_after(&headers("120"), now), Some(120));
-        assert_eq!(retry_after(&headers(" 7 "), now), Some(7));
-        assert_eq!(
-            retry_after(&headers("Sun, 29 Nov 2026 20:01:30 GMT"), now),
-            Some(90)
-        );
-        let later = now + Duration::from_millis(300);
-        assert_eq!(
-            retry_after(&headers("Sun, 29 Nov 2026 20:01:30 GMT"), later),
-            Some(90),
-            "89.7 s rounds up"
-        );
-        assert_eq!(
-            retry_after(&headers("Sun, 29 Nov 2026 19:00:00 GMT"), now),
-            None,
-            "a past date asks for no wait: the backoff decides"
-        );
-        assert_eq!(
-            retry_after(&headers("99999999999999999999999"), now),
-            Some(u64::MAX)
-        );
-        assert_eq!(retry_after(&headers("soon"), now), None);
-        assert_eq!(retry_after(&HeaderMap::new(), now), None);
     }
 
     #[test]

@@ -356,3 +356,24 @@ fn a_breaker_shared_by_threads_stays_consistent() {
     assert_eq!(SHARED.failures(), 800, "every failure counted once");
     assert!(!SHARED.is_open(), "800 of 1000");
 }
+
+#[tokio::test]
+async fn a_transport_error_keeps_the_query_secret_out_of_its_message() {
+    // Nothing listens on port 1: the connection is refused.
+    let err = HttpError::from(
+        client()
+            .get("http://user:pw@127.0.0.1:1/items?api_key=s3cret")
+            .send()
+            .await
+            .unwrap_err(),
+    );
+    let shown = format!("{err} {err:?}");
+    assert!(shown.contains("127.0.0.1:1/items"), "{shown}");
+    for secret in ["s3cret", ":pw@", "user"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(
+        etl_core::retry::RetryableError::is_transient(&err),
+        "refused is transient"
+    );
+}

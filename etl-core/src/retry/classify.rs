@@ -131,6 +131,21 @@ pub fn io_kind_is_transient(kind: io::ErrorKind) -> bool {
     )
 }
 
+/// Whether an HTTP answer with this status may succeed when asked again:
+/// 408 (request timeout), 429 (too many requests) and every 5xx. Every
+/// other status is permanent. The one list behind [`EtlError::Http`]'s
+/// classification and `etl_core::http` (feature `reqwest`).
+///
+/// ```
+/// use etl_core::retry::status_is_transient;
+///
+/// assert!(status_is_transient(503));
+/// assert!(!status_is_transient(404));
+/// ```
+pub fn status_is_transient(status: u16) -> bool {
+    matches!(status, 408 | 429) || (500..=599).contains(&status)
+}
+
 /// By its kind ([`io_kind_is_transient`]); a timeout kind counts as timed
 /// out.
 impl RetryableError for io::Error {
