@@ -106,6 +106,13 @@ impl Stop {
 }
 
 impl RetryReport {
+    /// One more wait of `delay`, and the attempt after it.
+    pub(crate) fn waited(&mut self, delay: Duration) {
+        self.slept = self.slept.saturating_add(delay);
+        self.attempts = self.attempts.saturating_add(1);
+    }
+
+    /// A call that ended with its first attempt, for `stop`.
     pub(crate) fn first(stop: Stop) -> Self {
         RetryReport {
             attempts: 1,

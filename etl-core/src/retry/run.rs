@@ -272,11 +272,7 @@ impl<C, T, B> Retry<'_, C, T, B> {
         if attempt >= self.policy.max_attempts {
             return Err(Stop::Exhausted);
         }
-        let asked = match failure.kind {
-            Kind::Failed => self.classify.retry_after(&failure.err),
-            _ => None,
-        };
-        let (delay, server_chose) = match asked {
+        let (delay, server_chose) = match self.classify.retry_after(&failure.err) {
             Some(asked) if self.max_retry_after.is_some_and(|ceiling| asked > ceiling) => {
                 return Err(Stop::RetryAfterCeiling);
             }
@@ -335,10 +331,31 @@ impl<C, T, B> Retry<'_, C, T, B> {
         );
     }
 
-    /// The give-up event: one `warn` naming the reason, as the report does;
-    /// and the call counted by how it ended.
-    fn give_up(&self, report: &RetryReport, err: &dyn fmt::Display) {
-        give_up(self.op, report, err);
+    /// After a failed attempt: the wait before the next one, announced
+    /// (logged, counted, shown to the observer); or `None` when the call
+    /// stops there, with `report.stop` set and the give-up logged. The one
+    /// decision of the async and the blocking loop.
+    fn next_wait<E: fmt::Display>(
+        &self,
+        report: &mut RetryReport,
+        clock: &mut Clock,
+        failure: &Failure<E>,
+        rng: &mut Option<fastrand::Rng>,
+    ) -> Option<Duration>
+    where
+        C: Classify<E>,
+    {
+        match self.next_delay(report.attempts, clock.elapsed(), failure, rng) {
+            Ok((delay, server_chose)) => {
+                self.announce(report.attempts, delay, server_chose, failure);
+                Some(delay)
+            }
+            Err(stop) => {
+                report.stop = stop;
+                give_up(self.op, report, &failure.err);
+                None
+            }
+        }
     }
 }
 
@@ -443,20 +460,11 @@ where
     let mut rng = None;
     let mut report = RetryReport::first(Stop::Succeeded);
     loop {
-        let elapsed = clock.elapsed();
-        let (delay, server_chose) =
-            match retry.next_delay(report.attempts, elapsed, &failure, &mut rng) {
-                Ok(next) => next,
-                Err(stop) => {
-                    report.stop = stop;
-                    retry.give_up(&report, &failure.err);
-                    return (Err(failure.err), report);
-                }
-            };
-        retry.announce(report.attempts, delay, server_chose, &failure);
+        let Some(delay) = retry.next_wait(&mut report, &mut clock, &failure, &mut rng) else {
+            return (Err(failure.err), report);
+        };
         tokio::time::sleep(delay).await;
-        report.slept = report.slept.saturating_add(delay);
-        report.attempts = report.attempts.saturating_add(1);
+        report.waited(delay);
         let (back, outcome) = attempt(&retry, &mut clock, ctx, &mut op).await;
         ctx = back;
         failure = match outcome {
@@ -501,18 +509,10 @@ where
             }
             Err(failure) => failure,
         };
-        match retry.next_delay(report.attempts, clock.elapsed(), &failure, &mut rng) {
-            Ok((delay, server_chose)) => {
-                retry.announce(report.attempts, delay, server_chose, &failure);
-                std::thread::sleep(delay);
-                report.slept = report.slept.saturating_add(delay);
-                report.attempts = report.attempts.saturating_add(1);
-            }
-            Err(stop) => {
-                report.stop = stop;
-                retry.give_up(&report, &failure.err);
-                return (Err(failure.err), report);
-            }
-        }
+        let Some(delay) = retry.next_wait(&mut report, &mut clock, &failure, &mut rng) else {
+            return (Err(failure.err), report);
+        };
+        std::thread::sleep(delay);
+        report.waited(delay);
     }
 }

@@ -94,10 +94,10 @@ impl<E: From<TimedOut>> CutSlot<E> for Cut {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock {
     deadline: Option<Duration>,
-    /// `Some` only when attempts are cut.
     attempt_timeout: Option<Duration>,
-    /// Whether the deadline cuts the attempt in flight.
-    cut_at_deadline: bool,
+    /// Whether attempts are cut at all (`CutSlot::CUTS`): by their
+    /// `attempt_timeout`, and by the deadline in flight.
+    cuts: bool,
     started: Option<Instant>,
 }
 
@@ -109,8 +109,8 @@ impl Clock {
     ) -> Self {
         Clock {
             deadline,
-            attempt_timeout: attempt_timeout.filter(|_| cuts),
-            cut_at_deadline: cuts && deadline.is_some(),
+            attempt_timeout,
+            cuts,
             started: None,
         }
     }
@@ -134,11 +134,11 @@ impl Clock {
     /// `attempt_timeout`, or what is left of the deadline, whichever is
     /// shorter.
     fn limit(&self, now: Instant) -> Option<TimedOut> {
+        if !self.cuts {
+            return None;
+        }
         let started = self.started.unwrap_or(now);
-        let left = self
-            .deadline
-            .filter(|_| self.cut_at_deadline)
-            .map(|d| d.saturating_sub(now - started));
+        let left = self.deadline.map(|d| d.saturating_sub(now - started));
         match (self.attempt_timeout, left) {
             (Some(own), Some(left)) if left < own => Some((left, TimeLimit::Deadline)),
             (Some(own), _) => Some((own, TimeLimit::Attempt)),
@@ -211,8 +211,9 @@ impl<E> Copy for Cutoff<E> {}
 impl<E> fmt::Debug for Cutoff<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cutoff")
+            .field("cuts", &self.clock.cuts)
             .field("attempt_timeout", &self.clock.attempt_timeout)
-            .field("cut_at_deadline", &self.clock.cut_at_deadline)
+            .field("deadline", &self.clock.deadline)
             .finish()
     }
 }
@@ -260,7 +261,7 @@ where
         if !*this.waited {
             *this.waited = true;
             let clock = &this.cutoff.clock;
-            if clock.attempt_timeout.is_some() || clock.cut_at_deadline {
+            if clock.cuts && (clock.attempt_timeout.is_some() || clock.deadline.is_some()) {
                 let now = Instant::now();
                 // A limit too far off to be a point in time never fires.
                 *this.timer = clock.limit(now).and_then(|cut| {
