@@ -9,7 +9,7 @@
 use backon::{ExponentialBuilder, Retryable};
 use criterion::Criterion;
 use etl_benches::{allocations, Counting};
-use etl_core::retry::{Jitter, Retry, RetryBudget};
+use etl_core::retry::{CircuitBreaker, Jitter, Retry, RetryBudget, RetryEvent};
 use etl_core::{retry, with_retry, EtlError, RetryPolicy};
 use std::future::Future;
 use std::hint::black_box;
@@ -46,16 +46,34 @@ async fn hand_written() -> Result<u64, EtlError> {
 }
 
 static BUDGET: RetryBudget = RetryBudget::new(500);
+static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
 
-/// `Retry` with every option set: jitter, deadline, ceiling, budget (a
-/// success refills the budget: one atomic update).
+fn observe(event: &RetryEvent<'_>) {
+    black_box(event.attempt);
+}
+
+/// `Retry` with every option the issue names: jitter, deadline, ceiling,
+/// budget (a success refills it: one atomic load while full), observer and
+/// breaker (two atomic loads while closed).
 fn retry_all_options() -> impl Future<Output = Result<u64, EtlError>> {
     Retry::new(RetryPolicy::default())
         .jitter(Jitter::Full)
         .deadline(Duration::from_secs(30))
         .max_retry_after(Duration::from_secs(60))
         .budget(&BUDGET)
+        .on_retry(&observe)
+        .breaker(&BREAKER)
         .run(op)
+}
+
+/// `Retry::run` with no option: the baseline of the breaker's cost.
+fn retry_plain() -> impl Future<Output = Result<u64, EtlError>> {
+    Retry::new(RetryPolicy::default()).run(op)
+}
+
+/// The same call with a breaker set.
+fn retry_breaker() -> impl Future<Output = Result<u64, EtlError>> {
+    Retry::new(RetryPolicy::default()).breaker(&BREAKER).run(op)
 }
 
 // The peers, configured like RetryPolicy::default(): 4 attempts, 200 ms
@@ -104,6 +122,8 @@ fn report() {
     row("#[retry]", annotated);
     row("hand-written with_retry", hand_written);
     row("Retry, all options", retry_all_options);
+    row("Retry::run", retry_plain);
+    row("Retry::run + breaker", retry_breaker);
     row("backon", backon_call);
     row("tokio-retry2", tokio_retry2_call);
     row("tryhard", tryhard_call);
@@ -126,6 +146,10 @@ fn success_path_moved(c: &mut Criterion) {
     group.bench_function("Retry, all options", |b| {
         b.iter(|| poll_moved(retry_all_options()))
     });
+    group.bench_function("Retry::run", |b| b.iter(|| poll_moved(retry_plain())));
+    group.bench_function("Retry::run + breaker", |b| {
+        b.iter(|| poll_moved(retry_breaker()))
+    });
     group.bench_function("backon", |b| b.iter(|| poll_moved(backon_call())));
     group.bench_function("tokio-retry2", |b| {
         b.iter(|| poll_moved(tokio_retry2_call()))
@@ -146,6 +170,10 @@ fn success_path(c: &mut Criterion) {
     });
     group.bench_function("Retry, all options", |b| {
         b.iter(|| poll_once!(retry_all_options()))
+    });
+    group.bench_function("Retry::run", |b| b.iter(|| poll_once!(retry_plain())));
+    group.bench_function("Retry::run + breaker", |b| {
+        b.iter(|| poll_once!(retry_breaker()))
     });
     group.bench_function("backon", |b| b.iter(|| poll_once!(backon_call())));
     group.bench_function("tokio-retry2", |b| {

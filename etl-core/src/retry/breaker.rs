@@ -305,39 +305,38 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &CircuitBreaker {
 
 /// An admitted attempt's claim on the breaker: reports the outcome, and a
 /// half-open trial that is dropped unreported (cancelled) gives its turn
-/// back.
+/// back. Inline throughout: it is on the success path of every call with a
+/// breaker, in the caller's crate.
 pub(crate) struct Admitted<'b> {
     breaker: &'b CircuitBreaker,
     probe: bool,
-    done: bool,
 }
 
 impl<'b> Admitted<'b> {
+    #[inline]
     pub(crate) fn new(breaker: &'b CircuitBreaker, probe: bool) -> Self {
-        Admitted {
-            breaker,
-            probe,
-            done: false,
-        }
+        Admitted { breaker, probe }
     }
 
     /// The attempt's verdict: `Some(true)` success, `Some(false)` a
     /// transient failure, `None` neither.
-    pub(crate) fn report(mut self, verdict: Option<bool>) {
-        self.done = true;
+    #[inline]
+    pub(crate) fn report(self, verdict: Option<bool>) {
+        let (breaker, probe) = (self.breaker, self.probe);
+        // Reported: nothing left for the drop to give back.
+        std::mem::forget(self);
         match verdict {
-            Some(true) => self.breaker.succeeded(self.probe),
-            Some(false) => self.breaker.failed(self.probe),
-            None => self.breaker.released(self.probe),
+            Some(true) => breaker.succeeded(probe),
+            Some(false) => breaker.failed(probe),
+            None => breaker.released(probe),
         }
     }
 }
 
 impl Drop for Admitted<'_> {
+    #[inline]
     fn drop(&mut self) {
-        if !self.done {
-            self.breaker.released(self.probe);
-        }
+        self.breaker.released(self.probe);
     }
 }
 

@@ -22,8 +22,9 @@ use crate::RetryPolicy;
 /// `Retry::new(policy).run(op)`.
 ///
 /// Every option is off until set, options are set in any order, and every
-/// option combines with every other and with every run method. None costs
-/// more than an atomic load on the success path: the first attempt runs
+/// option combines with every other and with every run method. On the
+/// success path the budget costs an atomic load (while full) and the
+/// breaker two (while closed); the others nothing: the first attempt runs
 /// inline, the clock is read only once an attempt waits, and the loop's
 /// state (counters, random generator, timer) is built only after a
 /// transient failure.

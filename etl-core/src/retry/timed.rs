@@ -102,6 +102,7 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
+    #[inline]
     pub(crate) fn new(
         deadline: Option<Duration>,
         attempt_timeout: Option<Duration>,
@@ -150,6 +151,7 @@ impl Clock {
 
     /// `attempt`, starting this clock when it first waits (for the
     /// deadline).
+    #[inline]
     pub(crate) fn track<Fut>(&mut self, attempt: Fut) -> Tracked<'_, Fut> {
         let watch = self.deadline.is_some() && self.started.is_none();
         Tracked {
@@ -160,6 +162,7 @@ impl Clock {
     }
 
     /// What an attempt is given to cut itself with.
+    #[inline]
     pub(crate) fn cutoff<E>(&self, cut: fn(TimedOut) -> Option<E>) -> Cutoff<E> {
         Cutoff { clock: *self, cut }
     }
