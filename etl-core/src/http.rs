@@ -35,7 +35,7 @@ const EXCERPT_BYTES: usize = EXCERPT_CHARS * 4;
 ///
 /// Classified for retrying ([`RetryableError`]): 408, 429 and 5xx are
 /// transient, every other status permanent
-/// ([`status_is_transient`](crate::retry::status_is_transient)); transport
+/// ([`crate::retry::status_is_transient`]); transport
 /// errors as `RetryableError for reqwest::Error` says; a timeout or an open
 /// breaker transient.
 ///
@@ -188,7 +188,7 @@ impl RetryableError for HttpError {
 
 /// reqwest's errors, as reqwest-retry's default strategy sorts them: a
 /// status error (from `error_for_status`) by its status
-/// ([`status_is_transient`](crate::retry::status_is_transient)); a builder, decode or redirect error
+/// ([`crate::retry::status_is_transient`]); a builder, decode or redirect error
 /// permanent (the same request fails the same way); a connect, timeout,
 /// request or body error transient (the network may recover).
 impl RetryableError for reqwest::Error {

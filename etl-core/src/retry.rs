@@ -24,7 +24,7 @@ pub use classify::{
 };
 pub use jitter::Jitter;
 pub use report::{Observer, RetryEvent, RetryReport, Stop};
-pub use timed::{Clocked, Cut, CutSlot, Cutoff, TimeLimit, TimedOut, Uncut};
+pub use timed::{Clocked, Cut, CutSlot, Cutoff, NoCutoff, RunCut, TimeLimit, TimedOut, Uncut};
 
 use std::future::Future;
 use std::time::Duration;

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use super::op::{self, Op, OpRef};
 use super::run;
-use super::timed::Clock;
 use super::{
-    BreakerSlot, ByError, CircuitBreaker, Classify, Cut, CutSlot, Cutoff, Jitter, NoBreaker,
-    Observer, RetryBudget, RetryReport, Uncut, When,
+    BreakerSlot, ByError, CircuitBreaker, Classify, Cut, CutSlot, Jitter, NoBreaker, Observer,
+    RetryBudget, RetryReport, Uncut, When,
 };
 use crate::RetryPolicy;
 
@@ -126,6 +125,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// The same options with other type parameters: the one place a setter
     /// that changes a type rebuilds the loop. `slots` maps the classifier,
     /// the cut and the breaker to their new values.
+    #[inline(always)]
     fn recast<C2, T2, B2>(
         self,
         slots: impl FnOnce(C, T, B) -> (C2, T2, B2),
@@ -180,6 +180,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     }
 
     /// Randomises the backoff (not a server's Retry-After).
+    #[inline]
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
@@ -187,6 +188,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
 
     /// Seeds the jitter's random generator, so the waits are reproducible
     /// (each `run` starts from this seed). Unseeded, each run draws a seed.
+    #[inline]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -201,6 +203,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// `#[retry(deadline = ...)]` does that by itself for such types.
     ///
     /// [`TimedOut`]: super::TimedOut
+    #[inline]
     pub fn deadline(mut self, total: Duration) -> Self {
         self.deadline = Some(total);
         self
@@ -208,6 +211,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
 
     /// A ceiling on the server's Retry-After: an error asking for a longer
     /// wait is returned at once instead of slept on.
+    #[inline]
     pub fn max_retry_after(mut self, ceiling: Duration) -> Self {
         self.max_retry_after = Some(ceiling);
         self
@@ -215,6 +219,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
 
     /// Calls `observer` before each wait with the attempt number, the delay
     /// and the error.
+    #[inline]
     pub fn on_retry(mut self, observer: &'a Observer<'a>) -> Self {
         self.on_retry = Some(observer);
         self
@@ -222,6 +227,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
 
     /// Draws every retry from `budget`, shared with other calls: a retry the
     /// budget cannot pay is not made, and each success refills it.
+    #[inline]
     pub fn budget(mut self, budget: &'a RetryBudget) -> Self {
         self.budget = Some(budget);
         self
@@ -268,6 +274,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// assert_eq!(read.unwrap(), 7);
     /// # }
     /// ```
+    #[inline]
     pub fn when<E>(self, pred: fn(&E) -> bool) -> Retry<'a, When<E>, T, B> {
         self.recast(|_, cut, breaker| (When(pred), cut, breaker))
     }
@@ -278,6 +285,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// transient failure. A deadline, if set, then bounds the attempt in
     /// flight too. The limit counts from the attempt's first wait. A
     /// blocking attempt cannot be cut: `run_blocking` is not offered with it.
+    #[inline]
     pub fn attempt_timeout(mut self, limit: Duration) -> Retry<'a, C, Cut, B> {
         self.attempt_timeout = Some(limit);
         self.cut_in_flight()
@@ -287,6 +295,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// its deadline whatever the operation does (needs `E: From<TimedOut>`).
     /// Without this (or [`Retry::attempt_timeout`]) the deadline only stops
     /// new waits.
+    #[inline]
     pub fn cut_in_flight(self) -> Retry<'a, C, Cut, B> {
         self.recast(|classify, _, breaker| (classify, Cut, breaker))
     }
@@ -296,22 +305,17 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// fails at once with [`CircuitOpen`](super::CircuitOpen) (converted
     /// into the error type, which must implement `From<CircuitOpen>`), and
     /// the call stops there ([`Stop::CircuitOpen`](super::Stop::CircuitOpen)).
+    #[inline]
     pub fn breaker(self, breaker: &'a CircuitBreaker) -> Retry<'a, C, T, &'a CircuitBreaker> {
         self.recast(|classify, cut, _| (classify, cut, breaker))
     }
 
-    /// The clock a call starts with.
-    #[inline]
-    pub(super) fn clock<E>(&self) -> Clock
-    where
-        T: CutSlot<E>,
-    {
-        Clock::new(self.deadline, self.attempt_timeout, <T as CutSlot<E>>::CUTS)
-    }
-
     /// Runs `op` until it succeeds, fails permanently, has run
     /// `max_attempts` times or an option stops it; returns its last result.
-    pub async fn run<F, Fut, R, E>(self, op: F) -> Result<R, E>
+    pub fn run<F, Fut, R, E>(
+        self,
+        op: F,
+    ) -> impl Future<Output = Result<R, E>> + use<'a, C, T, B, F, Fut, R, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, E>>,
@@ -321,15 +325,20 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         E: fmt::Display,
     {
         // Not `run_with_report(op).await.0`: that would nest its future in
-        // this one.
-        let mut lent = run::lend_nothing(op);
-        run::attempt_then_retry!(self, (), lent, E).0
+        // this one. A plain fn returning an `async move` block, not an
+        // `async fn`: that would keep `self` twice in the future's state
+        // (the argument, and its move into the body).
+        let mut lent = run::lend_nothing::<T::Cutoff, _, _, _, _>(op);
+        async move { run::attempt_then_retry!(self, (), lent).0 }
     }
 
     /// [`Retry::run`], and how the call ended: attempts, time slept, and
     /// why it stopped ([`RetryReport`]). The success path builds nothing
     /// more than `run`'s.
-    pub async fn run_with_report<F, Fut, R, E>(self, op: F) -> (Result<R, E>, RetryReport)
+    pub fn run_with_report<F, Fut, R, E>(
+        self,
+        op: F,
+    ) -> impl Future<Output = (Result<R, E>, RetryReport)> + use<'a, C, T, B, F, Fut, R, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, E>>,
@@ -338,8 +347,8 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        let mut lent = run::lend_nothing(op);
-        run::attempt_then_retry!(self, (), lent, E)
+        let mut lent = run::lend_nothing::<T::Cutoff, _, _, _, _>(op);
+        async move { run::attempt_then_retry!(self, (), lent) }
     }
 
     /// [`Retry::run`] for an operation that needs exclusive borrows (`&mut
@@ -347,9 +356,10 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// each attempt in turn. The attempt takes it by value and hands it back
     /// with its result, so the loop holds no borrow while an attempt runs
     /// and the future is `Send` when the attempt's is. An attempt is cut
-    /// (`attempt_timeout`, a deadline in flight) only inside the
-    /// [`Cutoff`]'s `run` it is given, so that a cut attempt still hands
-    /// `ctx` back. This is what `#[retry]` expands to on a `&mut self`
+    /// (`attempt_timeout`, a deadline in flight) only inside the `run` of
+    /// the cutoff it is given ([`CutSlot::Cutoff`]: a
+    /// [`Cutoff`](super::Cutoff), or a [`NoCutoff`](super::NoCutoff) that
+    /// only awaits), so that a cut attempt still hands `ctx` back. This is what `#[retry]` expands to on a `&mut self`
     /// method.
     ///
     /// ```
@@ -376,16 +386,22 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// assert_eq!(log, [0, 1, 2]);
     /// # }
     /// ```
-    pub async fn run_lending<X, F, Fut, R, E>(self, ctx: X, mut op: F) -> Result<R, E>
+    // Not an `async fn`: that would keep `self` twice in the future's state.
+    #[allow(clippy::manual_async_fn)]
+    pub fn run_lending<X, F, Fut, R, E>(
+        self,
+        ctx: X,
+        mut op: F,
+    ) -> impl Future<Output = Result<R, E>> + use<'a, C, T, B, X, F, Fut, R, E>
     where
-        F: FnMut(X, Cutoff<E>) -> Fut,
+        F: FnMut(X, T::Cutoff) -> Fut,
         Fut: Future<Output = (X, Result<R, E>)>,
         C: Classify<E>,
         T: CutSlot<E>,
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        run::attempt_then_retry!(self, ctx, op, E).0
+        async move { run::attempt_then_retry!(self, ctx, op).0 }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::breaker::Admitted;
 use super::op::{self, OpRef, Reason};
-use super::timed::{Clock, Cutoff};
+use super::timed::{Clock, NoCutoff, RunCut};
 use super::{
     BreakerSlot, ByError, Classify, CutSlot, Jitter, NoBreaker, Observer, Retry, RetryEvent,
     RetryReport, Stop, Uncut,
@@ -47,21 +47,22 @@ impl<E> Failure<E> {
 /// second copy of the arguments, inside theirs. Evaluates to `(Result,
 /// RetryReport)`.
 macro_rules! attempt_then_retry {
-    ($retry:expr, $ctx:expr, $op:ident, $err:ty) => {{
-        let retry = $retry;
-        let mut clock = retry.clock::<$err>();
-        let (ctx, first) = $crate::retry::run::attempt(&retry, &mut clock, $ctx, &mut $op).await;
+    ($retry:ident, $ctx:expr, $op:ident) => {{
+        // `$retry` is the entry point's own argument, used where it is: a
+        // local copy would take its size again in the future's state.
+        let mut clock = $crate::retry::timed::Clock::default();
+        let (ctx, first) = $crate::retry::run::attempt(&$retry, &mut clock, $ctx, &mut $op).await;
         match first {
             Ok(value) => {
-                retry.succeeded();
+                $retry.succeeded();
                 (
                     Ok(value),
                     $crate::retry::RetryReport::first($crate::retry::Stop::Succeeded),
                 )
             }
-            Err(failure) => match retry.ends_at_first(&failure) {
+            Err(failure) => match $retry.ends_at_first(&failure) {
                 Some(stop) => (Err(failure.err), $crate::retry::RetryReport::first(stop)),
-                None => $crate::retry::run::retry_boxed(retry, clock, ctx, $op, failure).await,
+                None => $crate::retry::run::retry_boxed($retry, clock, ctx, $op, failure).await,
             },
         }
     }};
@@ -140,7 +141,7 @@ fn report_to<C: Classify<E>, T, B, R, E>(
 }
 
 /// One attempt of an async call: `op` is lent `ctx` and hands it back with
-/// its result, and is given its [`Cutoff`].
+/// its result, and is given its cutoff ([`CutSlot::Cutoff`]).
 pub(crate) async fn attempt<C, T, B, X, F, Fut, R, E>(
     retry: &Retry<'_, C, T, B>,
     clock: &mut Clock,
@@ -148,7 +149,7 @@ pub(crate) async fn attempt<C, T, B, X, F, Fut, R, E>(
     op: &mut F,
 ) -> (X, Result<R, Failure<E>>)
 where
-    F: FnMut(X, Cutoff<E>) -> Fut,
+    F: FnMut(X, T::Cutoff) -> Fut,
     Fut: Future<Output = (X, Result<R, E>)>,
     C: Classify<E>,
     T: CutSlot<E>,
@@ -158,39 +159,40 @@ where
         Ok(admitted) => admitted,
         Err(refused) => return (ctx, Err(refused)),
     };
-    let cutoff = clock.cutoff(T::timed_out);
-    let (ctx, result) = clock.track(op(ctx, cutoff)).await;
+    let cutoff = T::cutoff(retry.attempt_timeout, retry.deadline, clock.started());
+    let (ctx, result) = clock.track(retry.deadline.is_some(), op(ctx, cutoff)).await;
     let outcome = result.map_err(Failure::failed);
     report_to(retry, admitted, &outcome);
     (ctx, outcome)
 }
 
 /// A plain op as the loop takes it: lent nothing, its attempt run under
-/// its cutoff.
+/// the cutoff `K` it is handed.
 #[inline]
-pub(crate) fn lend_nothing<F, Fut, R, E>(
+pub(crate) fn lend_nothing<K, F, Fut, R, E>(
     mut op: F,
-) -> impl FnMut((), Cutoff<E>) -> LentNothing<Fut, E>
+) -> impl FnMut((), K) -> LentNothing<K::Run<Fut, R>>
 where
+    K: RunCut<E>,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<R, E>>,
 {
-    move |(), cutoff| LentNothing {
+    move |(), cutoff: K| LentNothing {
         attempt: cutoff.run(op()),
     }
 }
 
 pin_project_lite::pin_project! {
     /// A plain op's attempt, handing back the `()` it was lent.
-    pub(crate) struct LentNothing<Fut, E> {
+    pub(crate) struct LentNothing<A> {
         #[pin]
-        attempt: super::timed::Clocked<Fut, E>,
+        attempt: A,
     }
 }
 
-impl<Fut, R, E> Future for LentNothing<Fut, E>
+impl<A, R, E> Future for LentNothing<A>
 where
-    Fut: Future<Output = Result<R, E>>,
+    A: Future<Output = Result<R, E>>,
 {
     type Output = ((), Result<R, E>);
 
@@ -345,7 +347,7 @@ impl<C, T, B> Retry<'_, C, T, B> {
     where
         C: Classify<E>,
     {
-        match self.next_delay(report.attempts, clock.elapsed(), failure, rng) {
+        match self.next_delay(report.attempts, clock.elapsed(self.deadline), failure, rng) {
             Ok((delay, server_chose)) => {
                 self.announce(report.attempts, delay, server_chose, failure);
                 Some(delay)
@@ -408,7 +410,7 @@ pub(crate) fn retry_boxed<'a, C, T, B, X, F, Fut, R, E>(
     failure: Failure<E>,
 ) -> Pin<Box<impl Future<Output = (Result<R, E>, RetryReport)> + use<'a, C, T, B, X, F, Fut, R, E>>>
 where
-    F: FnMut(X, Cutoff<E>) -> Fut,
+    F: FnMut(X, T::Cutoff) -> Fut,
     Fut: Future<Output = (X, Result<R, E>)>,
     C: Classify<E>,
     T: CutSlot<E>,
@@ -431,12 +433,11 @@ where
     Fut: Future<Output = Result<R, E>>,
     E: super::RetryableError,
 {
-    let clock = retry.clock::<E>();
     Box::pin(retry_after_failure(
         retry,
-        clock,
+        Clock::default(),
         (),
-        lend_nothing(op),
+        lend_nothing::<NoCutoff, _, _, _, _>(op),
         failure,
     ))
 }
@@ -450,7 +451,7 @@ async fn retry_after_failure<C, T, B, X, F, Fut, R, E>(
     mut failure: Failure<E>,
 ) -> (Result<R, E>, RetryReport)
 where
-    F: FnMut(X, Cutoff<E>) -> Fut,
+    F: FnMut(X, T::Cutoff) -> Fut,
     Fut: Future<Output = (X, Result<R, E>)>,
     C: Classify<E>,
     T: CutSlot<E>,
@@ -489,8 +490,10 @@ where
     B: BreakerSlot<E>,
     E: fmt::Display,
 {
-    let mut clock = retry.clock::<E>();
-    clock.start_blocking();
+    let mut clock = Clock::default();
+    if retry.deadline.is_some() {
+        clock.start_now();
+    }
     let mut rng = None;
     let mut report = RetryReport::first(Stop::Succeeded);
     loop {

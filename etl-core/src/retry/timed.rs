@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -59,112 +60,125 @@ pub struct Uncut;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cut;
 
-/// Whether a loop can cut an attempt for error type `E`: the cut type
-/// parameter of [`Retry`](crate::retry::Retry) ([`Uncut`], [`Cut`]).
+/// Whether a loop can cut an attempt for error type `E`, and what it hands
+/// each attempt to cut itself with: the cut type parameter of
+/// [`Retry`](crate::retry::Retry). [`Uncut`] hands a [`NoCutoff`] (its
+/// `run` only awaits, and costs nothing); [`Cut`] a [`Cutoff`].
 #[diagnostic::on_unimplemented(
     message = "`attempt_timeout` (or a deadline that cuts the attempt in flight) needs `{E}: From<TimedOut>`",
     label = "a cut attempt fails with `TimedOut`, and `{E}` cannot hold it",
     note = "implement `From<etl_core::retry::TimedOut>` for `{E}` (`EtlError` and `etl_core::http::HttpError` have it)"
 )]
 pub trait CutSlot<E> {
-    /// Whether attempts are cut at all.
-    const CUTS: bool;
-    /// The caller's error for a cut attempt (`None` when nothing is cut).
-    fn timed_out(cut: TimedOut) -> Option<E>;
+    /// What each attempt is handed: [`NoCutoff`] or [`Cutoff`].
+    type Cutoff: RunCut<E>;
+
+    /// The cutoff of an attempt, from the loop's limits and the call's
+    /// start (`None` until an attempt has waited). Not public API.
+    #[doc(hidden)]
+    fn cutoff(
+        attempt_timeout: Option<Duration>,
+        deadline: Option<Duration>,
+        started: Option<Instant>,
+    ) -> Self::Cutoff;
 }
 
 impl<E> CutSlot<E> for Uncut {
-    const CUTS: bool = false;
+    type Cutoff = NoCutoff;
 
-    fn timed_out(_: TimedOut) -> Option<E> {
-        None
+    #[inline]
+    fn cutoff(_: Option<Duration>, _: Option<Duration>, _: Option<Instant>) -> NoCutoff {
+        NoCutoff
     }
 }
 
 impl<E: From<TimedOut>> CutSlot<E> for Cut {
-    const CUTS: bool = true;
+    type Cutoff = Cutoff<E>;
 
-    fn timed_out(cut: TimedOut) -> Option<E> {
-        Some(E::from(cut))
+    #[inline]
+    fn cutoff(
+        attempt_timeout: Option<Duration>,
+        deadline: Option<Duration>,
+        started: Option<Instant>,
+    ) -> Cutoff<E> {
+        Cutoff {
+            attempt_timeout,
+            deadline,
+            started,
+            err: PhantomData,
+        }
     }
 }
 
-/// A call's clock: its deadline, the attempt limit, and when it started
-/// (read lazily, see the module docs).
-#[derive(Clone, Copy, Debug)]
+/// An attempt's time limit, whichever kind the loop hands it: `run` the
+/// attempt's work under it ([`NoCutoff::run`], [`Cutoff::run`]).
+pub trait RunCut<E>: Copy {
+    /// The attempt under the limit.
+    type Run<Fut: Future<Output = Result<R, E>>, R>: Future<Output = Result<R, E>>;
+
+    /// Runs `attempt` under the limit.
+    fn run<Fut: Future<Output = Result<R, E>>, R>(self, attempt: Fut) -> Self::Run<Fut, R>;
+}
+
+/// What a loop that cuts nothing ([`Uncut`]) hands each attempt: `run`
+/// returns the attempt itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCutoff;
+
+impl NoCutoff {
+    /// `attempt`, as it is.
+    #[inline]
+    pub fn run<Fut>(self, attempt: Fut) -> Fut {
+        attempt
+    }
+}
+
+impl<E> RunCut<E> for NoCutoff {
+    type Run<Fut: Future<Output = Result<R, E>>, R> = Fut;
+
+    #[inline]
+    fn run<Fut: Future<Output = Result<R, E>>, R>(self, attempt: Fut) -> Fut {
+        attempt
+    }
+}
+
+/// When a call started, for its deadline: read lazily (see the module
+/// docs). The limits themselves are the loop's options.
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Clock {
-    deadline: Option<Duration>,
-    attempt_timeout: Option<Duration>,
-    /// Whether attempts are cut at all (`CutSlot::CUTS`): by their
-    /// `attempt_timeout`, and by the deadline in flight.
-    cuts: bool,
     started: Option<Instant>,
 }
 
 impl Clock {
+    /// When the call started, if an attempt has read the clock yet.
     #[inline]
-    pub(crate) fn new(
-        deadline: Option<Duration>,
-        attempt_timeout: Option<Duration>,
-        cuts: bool,
-    ) -> Self {
-        Clock {
-            deadline,
-            attempt_timeout,
-            cuts,
-            started: None,
-        }
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.started
     }
 
-    /// Time since the call started, for the deadline (`None` without one);
+    /// Time since the call started, for `deadline` (`None` without one);
     /// starts the clock now if no attempt has read it yet.
-    pub(crate) fn elapsed(&mut self) -> Option<Duration> {
-        self.deadline?;
+    pub(crate) fn elapsed(&mut self, deadline: Option<Duration>) -> Option<Duration> {
+        deadline?;
         let now = Instant::now();
         Some(now - *self.started.get_or_insert(now))
     }
 
-    /// Starts the clock now for a blocking call (nothing is polled there).
-    pub(crate) fn start_blocking(&mut self) {
-        if self.deadline.is_some() {
-            self.started = Some(Instant::now());
-        }
+    /// Starts the clock now (a blocking call: nothing is polled there).
+    pub(crate) fn start_now(&mut self) {
+        self.started = Some(Instant::now());
     }
 
-    /// The limit on an attempt that starts waiting at `now`, if any: its own
-    /// `attempt_timeout`, or what is left of the deadline, whichever is
-    /// shorter.
-    fn limit(&self, now: Instant) -> Option<TimedOut> {
-        if !self.cuts {
-            return None;
-        }
-        let started = self.started.unwrap_or(now);
-        let left = self.deadline.map(|d| d.saturating_sub(now - started));
-        match (self.attempt_timeout, left) {
-            (Some(own), Some(left)) if left < own => Some((left, TimeLimit::Deadline)),
-            (Some(own), _) => Some((own, TimeLimit::Attempt)),
-            (None, Some(left)) => Some((left, TimeLimit::Deadline)),
-            (None, None) => None,
-        }
-        .map(|(after, by)| TimedOut { after, by })
-    }
-
-    /// `attempt`, starting this clock when it first waits (for the
-    /// deadline).
+    /// `attempt`, starting this clock when it first waits if `watch` (the
+    /// call has a deadline).
     #[inline]
-    pub(crate) fn track<Fut>(&mut self, attempt: Fut) -> Tracked<'_, Fut> {
-        let watch = self.deadline.is_some() && self.started.is_none();
+    pub(crate) fn track<Fut>(&mut self, watch: bool, attempt: Fut) -> Tracked<'_, Fut> {
+        let watch = watch && self.started.is_none();
         Tracked {
             attempt,
             started: &mut self.started,
             watch,
         }
-    }
-
-    /// What an attempt is given to cut itself with.
-    #[inline]
-    pub(crate) fn cutoff<E>(&self, cut: fn(TimedOut) -> Option<E>) -> Cutoff<E> {
-        Cutoff { clock: *self, cut }
     }
 }
 
@@ -193,14 +207,15 @@ impl<Fut: Future> Future for Tracked<'_, Fut> {
     }
 }
 
-/// The time limit of one attempt, handed to it by the retry loop: an
-/// attempt cuts itself by running its work inside [`Cutoff::run`], so that
-/// whatever it was lent ([`Retry::run_lending`](crate::retry::Retry::run_lending))
-/// survives the cut and goes back to the loop. Without `attempt_timeout` or
-/// a deadline that cuts in flight, `run` only awaits.
+/// What a loop that cuts ([`Cut`]) hands each attempt: an attempt cuts
+/// itself by running its work inside [`Cutoff::run`], so that whatever it
+/// was lent ([`Retry::run_lending`](crate::retry::Retry::run_lending))
+/// survives the cut and goes back to the loop.
 pub struct Cutoff<E> {
-    clock: Clock,
-    cut: fn(TimedOut) -> Option<E>,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Duration>,
+    started: Option<Instant>,
+    err: PhantomData<fn() -> E>,
 }
 
 impl<E> Clone for Cutoff<E> {
@@ -214,20 +229,35 @@ impl<E> Copy for Cutoff<E> {}
 impl<E> fmt::Debug for Cutoff<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cutoff")
-            .field("cuts", &self.clock.cuts)
-            .field("attempt_timeout", &self.clock.attempt_timeout)
-            .field("deadline", &self.clock.deadline)
-            .finish()
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
     }
 }
 
 impl<E> Cutoff<E> {
+    /// The limit on an attempt that starts waiting at `now`, if any: its own
+    /// `attempt_timeout`, or what is left of the deadline, whichever is
+    /// shorter.
+    fn limit(&self, now: Instant) -> Option<TimedOut> {
+        let started = self.started.unwrap_or(now);
+        let left = self.deadline.map(|d| d.saturating_sub(now - started));
+        match (self.attempt_timeout, left) {
+            (Some(own), Some(left)) if left < own => Some((left, TimeLimit::Deadline)),
+            (Some(own), _) => Some((own, TimeLimit::Attempt)),
+            (None, Some(left)) => Some((left, TimeLimit::Deadline)),
+            (None, None) => None,
+        }
+        .map(|(after, by)| TimedOut { after, by })
+    }
+
     /// Runs `attempt` within the limit: its output, or `Err(TimedOut)`
     /// converted into `E` when the limit passes first. The limit counts
     /// from the attempt's first wait.
     pub fn run<Fut, R>(self, attempt: Fut) -> Clocked<Fut, E>
     where
         Fut: Future<Output = Result<R, E>>,
+        E: From<TimedOut>,
     {
         Clocked {
             attempt,
@@ -235,6 +265,15 @@ impl<E> Cutoff<E> {
             waited: false,
             timer: None,
         }
+    }
+}
+
+impl<E: From<TimedOut>> RunCut<E> for Cutoff<E> {
+    type Run<Fut: Future<Output = Result<R, E>>, R> = Clocked<Fut, E>;
+
+    #[inline]
+    fn run<Fut: Future<Output = Result<R, E>>, R>(self, attempt: Fut) -> Clocked<Fut, E> {
+        Cutoff::run(self, attempt)
     }
 }
 
@@ -253,6 +292,7 @@ pin_project_lite::pin_project! {
 impl<Fut, R, E> Future for Clocked<Fut, E>
 where
     Fut: Future<Output = Result<R, E>>,
+    E: From<TimedOut>,
 {
     type Output = Result<R, E>;
 
@@ -261,26 +301,19 @@ where
         if let Poll::Ready(out) = this.attempt.poll(cx) {
             return Poll::Ready(out);
         }
-        if !*this.waited {
+        let limited = this.cutoff.attempt_timeout.is_some() || this.cutoff.deadline.is_some();
+        if !*this.waited && limited {
             *this.waited = true;
-            let clock = &this.cutoff.clock;
-            if clock.cuts && (clock.attempt_timeout.is_some() || clock.deadline.is_some()) {
-                let now = Instant::now();
-                // A limit too far off to be a point in time never fires.
-                *this.timer = clock.limit(now).and_then(|cut| {
-                    let at = now.checked_add(cut.after)?;
-                    Some((Box::pin(tokio::time::sleep_until(at)), cut))
-                });
-            }
+            let now = Instant::now();
+            // A limit too far off to be a point in time never fires.
+            *this.timer = this.cutoff.limit(now).and_then(|cut| {
+                let at = now.checked_add(cut.after)?;
+                Some((Box::pin(tokio::time::sleep_until(at)), cut))
+            });
         }
         if let Some((sleep, cut)) = this.timer {
             if sleep.as_mut().poll(cx).is_ready() {
-                // A clock cuts only where the error can say so
-                // (`Clock::new`); were it otherwise, the attempt runs on.
-                if let Some(err) = (this.cutoff.cut)(*cut) {
-                    return Poll::Ready(Err(err));
-                }
-                *this.timer = None;
+                return Poll::Ready(Err(E::from(*cut)));
             }
         }
         Poll::Pending
