@@ -201,15 +201,9 @@ fn classified(err: &anyhow::Error) -> Option<&dyn RetryableError> {
 
 /// How a [`Retry`](crate::retry::Retry) decides what is retried: the
 /// classifier type parameter. [`ByError`] asks the error
-/// ([`RetryableError`]); [`When`] asks a predicate.
-#[diagnostic::on_unimplemented(
-    message = "`{E}` is not a `RetryableError`: the retry loop must know which of its errors are transient",
-    label = "no `RetryableError` impl for `{E}`",
-    note = "give a predicate instead: `#[retry(when = is_transient)]` with `fn is_transient(e: &{E}) -> bool` \
-            (on the builder, `Retry::when`); the orphan rule forbids implementing the trait for a foreign type",
-    note = "etl-core classifies `EtlError` and `std::io::Error` always, `reqwest::Error` and `etl_core::http::HttpError` \
-            with its feature `reqwest`, `anyhow::Error` with its feature `anyhow`"
-)]
+/// ([`RetryableError`]); [`When`] asks a predicate. (An error type
+/// [`ByError`] cannot judge is reported as not being a `RetryableError`:
+/// that diagnostic names the way out.)
 pub trait Classify<E> {
     /// Whether another attempt may succeed after `err`.
     fn is_transient(&self, err: &E) -> bool;
