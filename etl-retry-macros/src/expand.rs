@@ -9,7 +9,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{Ident, ItemFn, Type};
 
-use crate::signature::{Plan, Shape};
+use crate::signature::{ArgPlan, Plan, Shape};
 use crate::validate::Policy;
 
 /// What every step needs to know.
@@ -166,8 +166,8 @@ fn closure(cx: &Cx<'_>, attempt: &TokenStream) -> TokenStream {
             // body runs in an inner async block (so its `return` ends the
             // attempt, not the hand-back), under the attempt's cutoff: a cut
             // drops that block alone, and the borrows still go back.
-            let bindings = lent_bindings(cx);
-            let names = lent_names(cx);
+            let bindings = lent(cx, |arg| arg.binding.clone());
+            let names = lent(cx, |arg| arg.source.to_token_stream());
             let cutoff = hidden("__retry_cutoff", Span::call_site());
             let result = hidden("__retry_out", Span::call_site());
             quote! {
@@ -198,21 +198,15 @@ fn closure(cx: &Cx<'_>, attempt: &TokenStream) -> TokenStream {
     }
 }
 
-/// What is lent, as each attempt binds it: `__self`, then the `&mut`
-/// arguments.
-fn lent_bindings(cx: &Cx<'_>) -> Vec<TokenStream> {
-    let mut bindings = Vec::new();
-    if cx.plan.lends_self {
-        bindings.push(quote!(__self));
-    }
-    bindings.extend(
-        cx.plan
-            .args
-            .iter()
-            .filter(|arg| arg.lent)
-            .map(|arg| arg.binding.clone()),
-    );
-    bindings
+/// What is lent, in order: `__self`, then each `&mut` argument as `name`
+/// gives it (its binding, as each attempt binds it; or its source, as the
+/// attempt hands it back).
+fn lent(cx: &Cx<'_>, name: impl Fn(&ArgPlan) -> TokenStream) -> Vec<TokenStream> {
+    let self_ = cx.plan.lends_self.then(|| quote!(__self));
+    self_
+        .into_iter()
+        .chain(cx.plan.args.iter().filter(|arg| arg.lent).map(name))
+        .collect()
 }
 
 /// What is lent, as the call passes it: `(self, buf,)`.
@@ -225,22 +219,6 @@ fn lent_sources(cx: &Cx<'_>) -> TokenStream {
         .filter(|arg| arg.lent)
         .map(|arg| &arg.source);
     quote!((#self_ #(#args,)*))
-}
-
-/// What is lent, as each attempt hands it back: `(__self, buf,)`.
-fn lent_names(cx: &Cx<'_>) -> Vec<TokenStream> {
-    let mut names = Vec::new();
-    if cx.plan.lends_self {
-        names.push(quote!(__self));
-    }
-    names.extend(
-        cx.plan
-            .args
-            .iter()
-            .filter(|arg| arg.lent)
-            .map(|arg| arg.source.to_token_stream()),
-    );
-    names
 }
 
 /// `Retry::new(policy)` with every option given, in the order below (any
