@@ -433,13 +433,8 @@ where
     Fut: Future<Output = Result<R, E>>,
     E: super::RetryableError,
 {
-    Box::pin(retry_after_failure(
-        retry,
-        Clock::default(),
-        (),
-        lend_nothing::<NoCutoff, _, _, _, _>(op),
-        failure,
-    ))
+    let op = lend_nothing::<NoCutoff, _, _, _, _>(op);
+    retry_boxed(retry, Clock::default(), (), op, failure)
 }
 
 /// Attempts 2 and later, after the first failed with a transient error.
