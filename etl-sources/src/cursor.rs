@@ -1,36 +1,39 @@
-//! The cursor of an incremental run: the newest `last_updated` among the
-//! launches an output already holds. The data written is the checkpoint, so
-//! a run killed half-way resumes from what it wrote, with no state file.
+//! The cursor of an incremental run: the newest `updated_at` among the rows
+//! an output already holds. The data written is the checkpoint, so a run
+//! killed half-way resumes from what it wrote, with no state file.
 
 use etl_core::EtlError;
 use memchr::memmem;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::time::SystemTime;
 
-/// The field as `serde_json` writes a `Launch`'s `last_updated`.
-const FIELD: &[u8] = br#""last_updated":""#;
-
-/// The newest `last_updated` of the launch rows in the JSONL file at `path`
-/// (`None` for a missing or empty file, or one whose rows carry none).
+/// The newest of the update times `updated_at` finds in the lines of the
+/// JSONL file at `path` (`None` for a missing or empty file, or one whose
+/// rows carry none). `updated_at` is the source's
+/// [`crate::Source::stored_updated_at`].
 ///
-/// Each line is scanned for its last `"last_updated":"` rather than parsed:
-/// inside a JSON string a quote is always escaped, so the pattern only
-/// matches a real field, and `last_updated` is the last field a `Launch`
-/// writes. Timestamps compare as text: the API writes them all as
-/// `YYYY-MM-DDTHH:MM:SSZ`, where text order is time order.
+/// Times compare as instants where they read as RFC 3339 UTC timestamps
+/// (`2026-11-02T08:00:00Z`, `...08:00:00.5Z`), else as text, after every
+/// time that reads. A torn last line (a crash mid-write) is not a row.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
 /// # let path = dir.path().join("launches.jsonl");
+/// use etl_sources::cursor::{jsonl_cursor, launch_updated_at};
+///
 /// std::fs::write(&path, concat!(
 ///     r#"{"Launches":{"id":"a","name":"x","last_updated":"2026-11-02T08:00:00Z"}}"#, "\n",
 ///     r#"{"Launches":{"id":"b","name":"y","last_updated":"2026-11-01T08:00:00Z"}}"#, "\n",
 /// ))?;
-/// assert_eq!(etl_sources::cursor::jsonl_cursor(&path)?.as_deref(), Some("2026-11-02T08:00:00Z"));
+/// assert_eq!(jsonl_cursor(&path, launch_updated_at)?.as_deref(), Some("2026-11-02T08:00:00Z"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn jsonl_cursor(path: &Path) -> Result<Option<String>, EtlError> {
+pub fn jsonl_cursor(
+    path: &Path,
+    updated_at: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, EtlError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -41,31 +44,41 @@ pub fn jsonl_cursor(path: &Path) -> Result<Option<String>, EtlError> {
             )))
         }
     };
-    let finder = memmem::FinderRev::new(FIELD);
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::new();
-    let mut newest: Option<Vec<u8>> = None;
+    let mut line = String::new();
+    let mut newest: Option<(Option<SystemTime>, String)> = None;
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        if reader.read_line(&mut line)? == 0 {
             break;
         }
-        if line.last() != Some(&b'\n') {
-            break; // a torn last line is not a row
+        if !line.ends_with('\n') {
+            break;
         }
-        if let Some(stamp) = stamp(&finder, &line) {
-            if newest.as_deref().is_none_or(|n| stamp > n) {
-                newest = Some(stamp.to_vec());
+        if let Some(stamp) = updated_at(line.trim_end()) {
+            let key = (humantime::parse_rfc3339(&stamp).ok(), stamp);
+            if newest.as_ref().is_none_or(|n| key > *n) {
+                newest = Some(key);
             }
         }
     }
-    Ok(newest.map(|n| String::from_utf8_lossy(&n).into_owned()))
+    Ok(newest.map(|(_, text)| text))
 }
 
-fn stamp<'a>(finder: &memmem::FinderRev<'_>, line: &'a [u8]) -> Option<&'a [u8]> {
-    let start = finder.rfind(line)? + FIELD.len();
+/// The field as `serde_json` writes a `Launch`'s `last_updated`.
+const LAST_UPDATED: &[u8] = br#""last_updated":""#;
+
+/// The `last_updated` of a launch row as a `JsonlSink` stores it: the
+/// line's last `"last_updated":"` rather than a parse of the whole launch.
+/// Inside a JSON string a quote is always escaped, so the pattern only
+/// matches a real field, and `last_updated` is the last field a
+/// [`etl_core::Launch`] writes (a launch's nested objects have none of
+/// their own after it).
+pub fn launch_updated_at(line: &str) -> Option<String> {
+    let line = line.as_bytes();
+    let start = memmem::rfind(line, LAST_UPDATED)? + LAST_UPDATED.len();
     let len = memchr::memchr(b'"', &line[start..])?;
-    Some(&line[start..start + len])
+    Some(String::from_utf8_lossy(&line[start..start + len]).into_owned())
 }
 
 #[cfg(test)]
@@ -76,7 +89,11 @@ mod tests {
     fn newest_wins_and_odd_lines_are_passed_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("o.jsonl");
-        assert_eq!(jsonl_cursor(&path).unwrap(), None, "missing file");
+        assert_eq!(
+            jsonl_cursor(&path, launch_updated_at).unwrap(),
+            None,
+            "missing file"
+        );
         std::fs::write(
             &path,
             concat!(
@@ -92,7 +109,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            jsonl_cursor(&path).unwrap().as_deref(),
+            jsonl_cursor(&path, launch_updated_at).unwrap().as_deref(),
             Some("2026-03-01T00:00:00Z")
         );
     }

@@ -1,10 +1,13 @@
 //! Sources built on etl-core, and the runnable `launches` pipeline.
 //!
+//! - [`Source`]: what the pipeline reads, page by page; implement it for an
+//!   API of your own and the runner below does the rest;
 //! - [`SpaceDevsSource`]: a paginated Launch Library 2 (The Space Devs)
 //!   list endpoint whose page fetch is a `#[retry]` fn;
-//! - [`pipeline`]: source -> [`etl_core::IdempotentSink`] ->
-//!   [`etl_core::JsonlSink`], resumable and safe to kill, with entries that
-//!   do not read kept in a rejects file ([`etl_core::JsonlRejects`]);
+//! - [`pipeline`]: any source -> [`etl_core::IdempotentSink`] -> a JSONL
+//!   file or a PostgreSQL table ([`pipeline::Output`]), resumable and safe
+//!   to kill, with entries that do not read kept as rejects
+//!   ([`etl_core::JsonlRejects`]), incremental runs, progress and metrics;
 //! - [`replay`]: an in-process LL2-shaped server on 127.0.0.1, which the
 //!   binary serves its bundled dataset from when run offline;
 //! - [`cli`]: the `launches` command, options and run; [`metrics`]: what a
@@ -12,6 +15,7 @@
 //!   [`progress`]: its progress bar on a terminal.
 //!
 //! ```no_run
+//! use etl_core::{IdempotentSink, JsonlRejects};
 //! use etl_sources::{pipeline, SourceOptions, SpaceDevsSource};
 //!
 //! # #[tokio::main]
@@ -21,9 +25,9 @@
 //!     SourceOptions::default(),
 //! )?;
 //! let out = std::path::Path::new("launches.jsonl");
-//! let sink = pipeline::open_output(out)?;
+//! let sink = IdempotentSink::resume(out)?;
 //! // Entries that do not read as launches: kept, each once, never lost.
-//! let rejects = pipeline::open_rejects(&pipeline::rejects_path(out))?;
+//! let rejects = JsonlRejects::open(pipeline::rejects_path(out))?;
 //! let summary = pipeline::run(&mut source, &sink, &rejects, Some(3)).await?;
 //! println!("{} new rows, {} rejected", summary.new_rows, summary.rejected);
 //! # Ok(())
@@ -39,6 +43,8 @@ pub mod pipeline;
 pub mod progress;
 pub mod replay;
 mod source;
+mod spacedevs;
 pub mod wire;
 
-pub use source::{PageRead, SourceOptions, SpaceDevsSource};
+pub use source::{PageRead, Source};
+pub use spacedevs::{SourceOptions, SpaceDevsSource};

@@ -74,19 +74,43 @@ pub fn run_finished(completed: bool, took: Duration) {
     metrics::gauge!(RUN_DURATION).set(took.as_secs_f64());
 }
 
-/// Writes `contents` to `path` so that a reader sees the old file or the
-/// new one, never half of one: into a temporary file in the same directory
-/// (named `.<name>.<pid>.tmp`: the textfile collector reads only `*.prom`),
-/// then renamed over `path`. The temporary file is removed if anything
-/// fails.
-pub fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
+/// Checks, before a run, that [`write_atomically`] can write `path`: its
+/// temporary file is created in the same directory and removed again, and
+/// `path` must not be a directory. A run whose monitoring would break at
+/// the end fails before it starts instead.
+pub fn check_writable(path: &Path) -> io::Result<()> {
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "it is a directory",
+        ));
+    }
+    let tmp = temporary(path)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    std::fs::remove_file(&tmp)
+}
+
+/// The temporary file [`write_atomically`] writes before the rename.
+fn temporary(path: &Path) -> io::Result<std::path::PathBuf> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
+    Ok(path.with_file_name(tmp_name))
+}
+
+/// Writes `contents` to `path` so that a reader sees the old file or the
+/// new one, never half of one: into a temporary file in the same directory
+/// (named `.<name>.<pid>.tmp`: the textfile collector reads only `*.prom`),
+/// then renamed over `path`. The temporary file is removed if anything
+/// fails.
+pub fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
+    let tmp = temporary(path)?;
     let written = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -1,13 +1,18 @@
-//! The pipeline: source pages -> [`IdempotentSink`] -> [`JsonlSink`] -> file,
-//! resumable and safe to kill at any moment.
+//! The pipeline, one for every [`Source`]: pages -> [`etl_core::IdempotentSink`]
+//! -> a JSONL file or a PostgreSQL table ([`Output`]), resumable and safe to
+//! kill at any moment, with the entries that do not read kept as rejects.
 
 use etl_core::retry::Retry;
-use etl_core::{EtlError, IdempotentSink, JsonlRejects, JsonlSink, RejectSink, RetryPolicy, Sink};
+use etl_core::{EtlError, RejectSink, RetryPolicy, Sink};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::SpaceDevsSource;
+use crate::Source;
+
+mod output;
+
+pub use output::Output;
 
 /// What a run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,15 +66,6 @@ impl std::error::Error for RunError {
     }
 }
 
-/// Opens (or creates) the JSONL output at `path` for a resumable run: a torn
-/// last line left by a crash is cut off, and the rows already in the file
-/// are remembered so they are not written again.
-pub fn open_output(path: &Path) -> Result<IdempotentSink<JsonlSink>, EtlError> {
-    let sink = IdempotentSink::resume(path)?;
-    tracing::info!(path = %path.display(), rows = sink.seen_count(), "output opened");
-    Ok(sink)
-}
-
 /// Where the rejects of the JSONL output `out` go by default:
 /// `<out stem>.rejects.jsonl` beside it (`launches.jsonl` ->
 /// `launches.rejects.jsonl`).
@@ -88,22 +84,14 @@ pub fn rejects_path(out: &Path) -> PathBuf {
     out.with_file_name(name)
 }
 
-/// Opens (or creates) the rejects file at `path`, remembering the entries it
-/// holds so that a re-run meeting them again appends nothing.
-pub fn open_rejects(path: &Path) -> Result<JsonlRejects, EtlError> {
-    let rejects = JsonlRejects::open(path)?;
-    tracing::info!(path = %path.display(), rejects = rejects.len(), "rejects file opened");
-    Ok(rejects)
-}
-
 /// Reads `source` page by page (at most `max_pages`) and loads each page
 /// into `sink`, and its unreadable entries into `rejects`, before fetching
 /// the next, so a failure, or a kill, loses no page that was already read.
 /// A transient sink failure is retried with `RetryPolicy::default()` (the
 /// calls named `sink_load` and `reject_sink` in the retry metrics). One
 /// `info` event per page.
-pub async fn run<S: Sink, R: RejectSink>(
-    source: &mut SpaceDevsSource,
+pub async fn run<Src: Source, S: Sink<Src::Row>, R: RejectSink>(
+    source: &mut Src,
     sink: &S,
     rejects: &R,
     max_pages: Option<u32>,
@@ -112,8 +100,8 @@ pub async fn run<S: Sink, R: RejectSink>(
 }
 
 /// [`run`], calling `on_page` after each page is loaded.
-pub async fn run_with_progress<S: Sink, R: RejectSink>(
-    source: &mut SpaceDevsSource,
+pub async fn run_with_progress<Src: Source, S: Sink<Src::Row>, R: RejectSink>(
+    source: &mut Src,
     sink: &S,
     rejects: &R,
     max_pages: Option<u32>,

@@ -2,7 +2,7 @@
 //! resume from the file, a failing page keeps what came before, changed
 //! launches are new rows.
 
-use etl_core::Row;
+use etl_core::{IdempotentSink, JsonlRejects, Row};
 use etl_sources::pipeline::{self, Summary};
 use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
 use etl_sources::{SourceOptions, SpaceDevsSource};
@@ -45,8 +45,8 @@ async fn run_once(
     limit: u32,
 ) -> Result<Summary, pipeline::RunError> {
     let mut source = SpaceDevsSource::new(server.url().as_str(), options(limit)).unwrap();
-    let sink = pipeline::open_output(out).unwrap();
-    let rejects = pipeline::open_rejects(&pipeline::rejects_path(out)).unwrap();
+    let sink = IdempotentSink::resume(out).unwrap();
+    let rejects = JsonlRejects::open(pipeline::rejects_path(out)).unwrap();
     pipeline::run(&mut source, &sink, &rejects, None).await
 }
 
@@ -129,8 +129,8 @@ async fn a_failing_page_keeps_the_pages_before_it() {
         .await;
 
     let mut source = SpaceDevsSource::new(&format!("{}{list}", server.uri()), options(5)).unwrap();
-    let sink = pipeline::open_output(&out).unwrap();
-    let rejects = pipeline::open_rejects(&pipeline::rejects_path(&out)).unwrap();
+    let sink = IdempotentSink::resume(&out).unwrap();
+    let rejects = JsonlRejects::open(pipeline::rejects_path(&out)).unwrap();
     let err = pipeline::run(&mut source, &sink, &rejects, None)
         .await
         .unwrap_err();
@@ -157,8 +157,8 @@ async fn max_pages_stops_early_and_a_later_run_completes() {
     let out = dir.path().join("launches.jsonl");
     let server = ReplayServer::start(Replay::new(bundled())).await.unwrap();
     let mut source = SpaceDevsSource::new(server.url().as_str(), options(4)).unwrap();
-    let sink = pipeline::open_output(&out).unwrap();
-    let rejects = pipeline::open_rejects(&pipeline::rejects_path(&out)).unwrap();
+    let sink = IdempotentSink::resume(&out).unwrap();
+    let rejects = JsonlRejects::open(pipeline::rejects_path(&out)).unwrap();
     let partial = pipeline::run(&mut source, &sink, &rejects, Some(2))
         .await
         .unwrap();

@@ -1,0 +1,143 @@
+//! The `launches` command: its options ([`Args`]) and a whole run ([`run`]).
+
+use clap::Parser;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Job, LogFormat};
+use crate::replay::{Replay, ReplayServer};
+use crate::{SourceOptions, SpaceDevsSource};
+
+/// Load Launch Library 2 launches into a JSONL file, each distinct launch
+/// once: a re-run appends only new or changed launches.
+///
+/// Without --base-url it runs offline, on a bundled dataset served from
+/// 127.0.0.1 (with one 429 and one 503 along the way, to show the retries).
+///
+/// An entry the reader does not understand never stops the load: it goes to
+/// the rejects file (or table) as sent, with what did not read.
+///
+/// Exit status: 0 a clean run; 1 the run failed (the rows of the pages loaded
+/// before stay written); 2 a usage error; 3 the run completed but rejected
+/// at least one entry.
+#[derive(Debug, Parser)]
+#[command(name = "launches", version)]
+pub struct Args {
+    /// The list endpoint's first page (`--base-url`); `None`: offline.
+    // The help as text, apart from the doc comment: rustdoc would want the
+    // URL as a link, clap as text.
+    #[arg(
+        long,
+        help = "Full URL of a list endpoint's first page, e.g. https://ll.thespacedevs.com/2.3.0/launches/upcoming/ (2.2.0's /2.2.0/launch/upcoming/ reads too) [default: offline, bundled dataset]"
+    )]
+    pub base_url: Option<String>,
+
+    /// Output: a JSONL file (created if missing, appended to if not), or a
+    /// PostgreSQL URL (postgres://user@host/db) to load into a table.
+    #[arg(long, default_value = "launches.jsonl")]
+    pub out: PathBuf,
+
+    /// The table a PostgreSQL output loads into (`--pg-table`).
+    // The help as text, apart from the doc comment: rustdoc would read
+    // `<table>` as HTML.
+    #[arg(
+        long,
+        default_value = "launches",
+        help = "Table to load into when --out is a PostgreSQL URL (created if missing; rejects go to <table>_rejects)"
+    )]
+    pub pg_table: String,
+
+    /// Where the rejects of a JSONL output go (`--rejects`).
+    #[arg(
+        long,
+        help = "Where entries that do not read as launches go (JSONL, each entry once) [default: <out stem>.rejects.jsonl beside --out]"
+    )]
+    pub rejects: Option<PathBuf>,
+
+    /// The longest server-requested wait (429 Retry-After) to sit out, e.g.
+    /// 10m; a longer one ends the run with an error naming the wait
+    /// [default: every wait is honoured].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_retry_after: Option<Duration>,
+
+    /// Page size (the API's `limit`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: Option<u32>,
+
+    /// Stop after this many pages.
+    #[arg(long)]
+    pub max_pages: Option<u32>,
+
+    /// API key, sent as `Authorization: Token <key>` to the base URL's origin only.
+    #[arg(long, env = "LL2_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Timeout of one request, in seconds (0: none).
+    #[arg(long, default_value_t = 30)]
+    pub timeout_secs: u64,
+
+    /// Ask only for what changed: launches updated at or after the newest
+    /// `last_updated` already in the output, oldest change first. A killed
+    /// run resumes from what it wrote; an empty output reads everything.
+    #[arg(long)]
+    pub incremental: bool,
+
+    /// At the end of the run (whatever its exit status), write the run's
+    /// metrics to this file in the Prometheus text format, for the
+    /// node_exporter textfile collector; replaced atomically. A path that
+    /// cannot be written is a usage error (exit 2) before any request.
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
+
+    /// How stderr's log lines are written: `text` for a person, `json` (one
+    /// JSON object a line, the run's summary included) for a log pipeline.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// One whole run: checks the metrics file can be written (exit 2 if not,
+/// before any request), loads, prints the summary (stdout), reports a
+/// failure (stderr), writes the metrics file if asked (with `metrics`, the
+/// handle of the recorder the run's metrics went to), and returns the exit
+/// status.
+pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
+    let job = Job {
+        out: args.out.to_string_lossy().into_owned(),
+        pg_table: args.pg_table.clone(),
+        rejects: args.rejects.clone(),
+        incremental: args.incremental,
+        max_pages: args.max_pages,
+        metrics_file: args.metrics_file.clone(),
+        log_format: args.log_format,
+        noun: "launches",
+    };
+    job.execute(metrics, source(args)).await
+}
+
+/// The source: the live API at `--base-url`, or, offline, the bundled
+/// dataset served from 127.0.0.1 for as long as the run lasts (the server
+/// is handed back to be kept alive).
+async fn source(args: &Args) -> Result<(SpaceDevsSource, Option<ReplayServer>), String> {
+    let (base_url, server) = match &args.base_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let server = ReplayServer::start(Replay::bundled())
+                .await
+                .map_err(|e| format!("cannot start the offline server on 127.0.0.1: {e}"))?;
+            let url = server.url().to_string();
+            tracing::info!(%url, "offline: serving the bundled dataset (pass --base-url for the live API)");
+            (url, Some(server))
+        }
+    };
+    let options = SourceOptions {
+        limit: args.limit,
+        api_key: args.api_key.clone(),
+        timeout: (args.timeout_secs > 0).then(|| Duration::from_secs(args.timeout_secs)),
+        max_retry_after: args.max_retry_after,
+        incremental: false,
+        since: None,
+    };
+    let source = SpaceDevsSource::new(&base_url, options).map_err(|e| e.to_string())?;
+    Ok((source, server))
+}

@@ -1,0 +1,243 @@
+//! The two commands, `launches` ([`Args`], [`run`]) and `etl run`
+//! ([`etl`]), here in the library so that tests can drive a run on tokio's
+//! paused clock. Both run one [`Job`]: the same output, cursor, progress
+//! bar, summary, metrics file and exit codes for any [`Source`]. The
+//! binaries parse the arguments, set up logging ([`init_logging`]) and the
+//! metrics recorder ([`install_recorder`]), and call a `run`.
+
+use clap::ValueEnum;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::future::Future;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::pipeline::{Output, Summary};
+use crate::{progress, Source};
+
+// pub mod etl;
+mod launches;
+
+pub use launches::{run, Args};
+
+/// How the log lines on stderr are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line an event, for a person; a progress bar on a terminal.
+    #[default]
+    Text,
+    /// One JSON object a line: timestamp, level, target, message and the
+    /// event's fields. Never a progress bar.
+    Json,
+}
+
+/// The run completed: exit 0.
+pub const EXIT_OK: u8 = 0;
+/// The run failed; the rows of the pages loaded before stay written.
+pub const EXIT_FAILED: u8 = 1;
+/// A usage error, an invalid pipeline file or a metrics file that cannot
+/// be written: nothing was requested.
+pub const EXIT_USAGE: u8 = 2;
+/// The run completed but rejected at least one entry: cron and CI notice.
+pub const EXIT_REJECTED: u8 = 3;
+
+/// How the first line shows the cursor of an incremental run over an empty
+/// output.
+const NO_CURSOR: &str = "none (empty output: reading everything)";
+
+/// Sets up the log on stderr: text (printed above a progress bar, if one
+/// is drawn) or one JSON object a line.
+pub fn init_logging(format: LogFormat) {
+    match format {
+        LogFormat::Text => {
+            tracing_subscriber::fmt()
+                .with_writer(progress::Stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_target(false)
+                .init();
+        }
+        LogFormat::Json => {
+            tracing_subscriber::fmt()
+                .json()
+                .with_writer(std::io::stderr)
+                .with_current_span(false)
+                .with_span_list(false)
+                .init();
+        }
+    }
+}
+
+/// The Prometheus recorder, for the whole process (every runtime thread),
+/// with every metric's help text.
+pub fn install_recorder() -> Result<PrometheusHandle, String> {
+    let handle = PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| e.to_string())?;
+    crate::metrics::describe();
+    Ok(handle)
+}
+
+/// Reports a run's failure as the log format says: a line on stderr, or a
+/// JSON log line carrying the exit code.
+pub fn report_error(format: LogFormat, code: u8, message: &str) {
+    match format {
+        LogFormat::Text => eprintln!("error: {message}"),
+        LogFormat::Json => tracing::error!(exit_code = code, "{message}"),
+    }
+}
+
+/// One run of a command, whatever its source: where it writes and how.
+#[derive(Clone, Debug)]
+pub(crate) struct Job {
+    /// `--out`: a JSONL path or a PostgreSQL URL.
+    pub out: String,
+    pub pg_table: String,
+    pub rejects: Option<PathBuf>,
+    pub incremental: bool,
+    pub max_pages: Option<u32>,
+    pub metrics_file: Option<PathBuf>,
+    pub log_format: LogFormat,
+    /// What the summary calls the rows read ("launches", "records").
+    pub noun: &'static str,
+}
+
+impl Job {
+    /// The whole run: the metrics file checked (exit 2 before any request),
+    /// the source made, the output opened, the load, the summary (stdout),
+    /// a failure reported (stderr), the metrics file written; the exit
+    /// status. `source` makes the source and anything that must live as
+    /// long as the run (the offline server).
+    pub async fn execute<S: Source, G>(
+        &self,
+        metrics: Option<&PrometheusHandle>,
+        source: impl Future<Output = Result<(S, G), String>>,
+    ) -> u8 {
+        if let Some(path) = &self.metrics_file {
+            if let Err(e) = crate::metrics::check_writable(path) {
+                report_error(
+                    self.log_format,
+                    EXIT_USAGE,
+                    &format!(
+                        "--metrics-file {}: cannot be written ({e}); nothing was requested",
+                        path.display()
+                    ),
+                );
+                return EXIT_USAGE;
+            }
+        }
+        let started = Instant::now();
+        let code = match self.load(source).await {
+            Ok(summary) => completed(&summary),
+            Err(message) => {
+                report_error(self.log_format, EXIT_FAILED, &message);
+                EXIT_FAILED
+            }
+        };
+        if let (Some(path), Some(handle)) = (&self.metrics_file, metrics) {
+            crate::metrics::run_finished(code != EXIT_FAILED, started.elapsed());
+            if let Err(e) = crate::metrics::write_atomically(path, &handle.render()) {
+                // The run's own outcome stands; the missing file says the rest.
+                tracing::error!(path = %path.display(), error = %e, "cannot write the metrics file");
+            }
+        }
+        code
+    }
+
+    async fn load<S: Source, G>(
+        &self,
+        source: impl Future<Output = Result<(S, G), String>>,
+    ) -> Result<Summary, String> {
+        // The output first: an incremental run's cursor is what it holds.
+        let output = Output::open::<S::Row>(&self.out, &self.pg_table, self.rejects.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut source, _guard) = source.await?;
+        let since = if self.incremental {
+            let since = output.cursor(&source).await.map_err(|e| e.to_string())?;
+            source
+                .read_since(since.as_deref())
+                .map_err(|e| e.to_string())?;
+            since
+        } else {
+            None
+        };
+        output.announce(
+            self.incremental
+                .then(|| since.as_deref().unwrap_or(NO_CURSOR)),
+        );
+        // A bar only for a person at a terminal: never among JSON lines.
+        let bar = match self.log_format {
+            LogFormat::Text => progress::start(),
+            LogFormat::Json => None,
+        };
+        let result = output
+            .run(&mut source, self.max_pages, |p| {
+                if let Some(bar) = bar {
+                    progress::update(bar, p);
+                }
+            })
+            .await;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let summary = result.map_err(|e| e.to_string())?;
+        self.summarise(&output, &summary, since.as_deref())?;
+        Ok(summary)
+    }
+
+    /// The summary line on stdout, and among JSON log lines its figures as
+    /// fields.
+    fn summarise(
+        &self,
+        output: &Output,
+        summary: &Summary,
+        since: Option<&str>,
+    ) -> Result<(), String> {
+        let place = output.describe().map_err(|e| e.to_string())?;
+        let in_all = place
+            .held
+            .map_or(String::new(), |n| format!(" ({n} rows in all)"));
+        let rejected = if summary.rejected == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} entries rejected ({} new) into {}",
+                summary.rejected, summary.new_rejects, place.rejects
+            )
+        };
+        let incremental = match (self.incremental, since) {
+            (false, _) => String::new(),
+            (true, Some(cursor)) => format!("; incremental since {cursor}"),
+            (true, None) => "; incremental from the start".to_string(),
+        };
+        println!(
+            "done: {} pages, {} {} read, {} new rows written to {}{in_all}{rejected}{incremental}",
+            summary.pages, summary.rows, self.noun, summary.new_rows, place.rows
+        );
+        if self.log_format == LogFormat::Json {
+            let exit_code = completed(summary);
+            tracing::info!(
+                pages = summary.pages,
+                read = summary.rows,
+                new = summary.new_rows,
+                rejected = summary.rejected,
+                new_rejects = summary.new_rejects,
+                rows = place.held,
+                output = %place.rows,
+                since,
+                exit_code,
+                "done"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The exit status of a run that completed: 3 when it rejected an entry.
+fn completed(summary: &Summary) -> u8 {
+    if summary.rejected > 0 {
+        EXIT_REJECTED
+    } else {
+        EXIT_OK
+    }
+}
