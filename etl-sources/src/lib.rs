@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod progress;
 pub mod replay;
+pub mod rest;
 mod source;
 mod spacedevs;
 pub mod wire;

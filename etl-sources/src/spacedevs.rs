@@ -1,9 +1,7 @@
 //! [`SpaceDevsSource`]: a Launch Library 2 list endpoint, page by page.
 
-use etl_core::retry::RetryEvent;
 use etl_core::{retry, EtlError, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-use reqwest::redirect;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
@@ -166,9 +164,6 @@ impl SpaceDevsSource {
         }
         let origin = url.origin();
 
-        // reqwest is built without a default TLS provider (see Cargo.toml):
-        // install ring, unless the host application installed one already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut headers = HeaderMap::new();
         if let Some(key) = &options.api_key {
             let mut value = HeaderValue::from_str(&format!("Token {key}")).map_err(|_| {
@@ -177,26 +172,7 @@ impl SpaceDevsSource {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let redirect_origin = origin.clone();
-        let mut client = reqwest::Client::builder()
-            .user_agent(concat!("etl-sources/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .redirect(redirect::Policy::custom(move |attempt| {
-                if attempt.url().origin() != redirect_origin {
-                    let to = attempt.url().to_string();
-                    attempt.error(format!("redirect to {to} leaves the base URL's origin"))
-                } else if attempt.previous().len() >= 5 {
-                    attempt.error("more than 5 redirects")
-                } else {
-                    attempt.follow()
-                }
-            }));
-        if let Some(timeout) = options.timeout {
-            client = client.timeout(timeout);
-        }
-        let client = client
-            .build()
-            .map_err(|e| EtlError::InvalidInput(format!("HTTP client: {e}")))?;
+        let client = wire::client(&origin, headers, options.timeout)?;
         let mut source = SpaceDevsSource {
             client,
             origin,
@@ -349,7 +325,7 @@ impl SpaceDevsSource {
 
     /// One page: the whole request, status check and parse is one attempt.
     /// Every long wait is announced ([`announce_wait`]).
-    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = announce_wait)]
+    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
     async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
         let response = match self.client.get(url.clone()).send().await {
             Ok(response) => response,
@@ -411,28 +387,6 @@ impl Source for SpaceDevsSource {
 
     fn stored_updated_at(&self, stored: &str) -> Option<String> {
         crate::cursor::launch_updated_at(stored)
-    }
-}
-
-/// Waits longer than this are announced on their own line.
-const ANNOUNCE_WAITS_OVER: Duration = Duration::from_secs(5);
-
-/// Announces a wait longer than a few seconds with its length and the
-/// wall-clock time it ends: "rate limited: waiting 2429 s, until 14:05:12
-/// UTC (server's Retry-After)". A run that seems to hang says why.
-fn announce_wait(event: &RetryEvent<'_>) {
-    if event.delay <= ANNOUNCE_WAITS_OVER {
-        return;
-    }
-    let until = wire::utc_clock(SystemTime::now() + event.delay);
-    let secs = event.delay.as_secs() + u64::from(event.delay.subsec_nanos() > 0);
-    if event.server_delay {
-        tracing::warn!("rate limited: waiting {secs} s, until {until} UTC (server's Retry-After)");
-    } else {
-        tracing::warn!(
-            "waiting {secs} s, until {until} UTC (backoff after: {})",
-            event.error
-        );
     }
 }
 

@@ -1,12 +1,47 @@
 //! The wire, mapped to [`EtlError`] on purpose: which answers are worth
 //! another attempt, which carry the server's delay, and what a list page is.
 
+use etl_core::retry::RetryEvent;
 use etl_core::{EtlError, Launch, Reject};
 use reqwest::header::HeaderMap;
+use reqwest::redirect;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::time::SystemTime;
-use url::Url;
+use std::time::{Duration, SystemTime};
+use url::{Origin, Url};
+
+/// The HTTP client of a source: `headers` on every request, `timeout` on
+/// each (`None`: none), and redirects followed only on `origin` (scheme,
+/// host and port; at most 5), so a credential never travels elsewhere.
+pub fn client(
+    origin: &Origin,
+    headers: HeaderMap,
+    timeout: Option<Duration>,
+) -> Result<reqwest::Client, EtlError> {
+    // reqwest is built without a default TLS provider (see Cargo.toml):
+    // install ring, unless the host application installed one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let redirect_origin = origin.clone();
+    let mut client = reqwest::Client::builder()
+        .user_agent(concat!("etl-sources/", env!("CARGO_PKG_VERSION")))
+        .default_headers(headers)
+        .redirect(redirect::Policy::custom(move |attempt| {
+            if attempt.url().origin() != redirect_origin {
+                let to = attempt.url().origin().ascii_serialization();
+                attempt.error(format!("redirect to {to} leaves the base URL's origin"))
+            } else if attempt.previous().len() >= 5 {
+                attempt.error("more than 5 redirects")
+            } else {
+                attempt.follow()
+            }
+        }));
+    if let Some(timeout) = timeout {
+        client = client.timeout(timeout);
+    }
+    client
+        .build()
+        .map_err(|e| EtlError::InvalidInput(format!("HTTP client: {e}")))
+}
 
 /// One page of a Launch Library 2 list endpoint: `{count, next, previous,
 /// results}`; `next` is `null` on the last page.
@@ -108,6 +143,29 @@ pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) ->
             }
         }
         _ => error,
+    }
+}
+
+/// Waits longer than this are announced on their own line.
+const ANNOUNCE_WAITS_OVER: Duration = Duration::from_secs(5);
+
+/// Announces a wait longer than a few seconds with its length and the
+/// wall-clock time it ends: "rate limited: waiting 2429 s, until 14:05:12
+/// UTC (server's Retry-After)". A run that seems to hang says why. The
+/// `on_retry` hook of the sources' page fetches.
+pub fn announce_wait(event: &RetryEvent<'_>) {
+    if event.delay <= ANNOUNCE_WAITS_OVER {
+        return;
+    }
+    let until = utc_clock(SystemTime::now() + event.delay);
+    let secs = event.delay.as_secs() + u64::from(event.delay.subsec_nanos() > 0);
+    if event.server_delay {
+        tracing::warn!("rate limited: waiting {secs} s, until {until} UTC (server's Retry-After)");
+    } else {
+        tracing::warn!(
+            "waiting {secs} s, until {until} UTC (backoff after: {})",
+            event.error
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Instant;
 use crate::pipeline::{Output, Summary};
 use crate::{progress, Source};
 
-// pub mod etl;
+pub mod etl;
 mod launches;
 
 pub use launches::{run, Args};

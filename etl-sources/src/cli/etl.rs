@@ -1,0 +1,186 @@
+//! The `etl` command: `etl run PIPELINE.toml` loads any JSON API that a
+//! pipeline file describes ([`crate::rest::Pipeline`]); `etl demo` runs one
+//! against the bundled dataset, with no network.
+
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{report_error, Job, LogFormat, EXIT_USAGE};
+use crate::replay::{Replay, ReplayServer};
+use crate::rest::{Pipeline, RestSource};
+use crate::SourceOptions;
+
+/// Load any JSON API into a JSONL file (or a PostgreSQL table), each
+/// distinct record once: a re-run appends only new or changed records.
+///
+/// Exit status: 0 a clean run; 1 the run failed (the rows of the pages loaded
+/// before stay written); 2 a usage error or an invalid pipeline file; 3 the
+/// run completed but rejected at least one entry.
+#[derive(Debug, Parser)]
+#[command(name = "etl", version)]
+pub struct Etl {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `etl`'s commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pipeline a TOML file describes.
+    Run(RunArgs),
+    /// Run a pipeline file against the bundled Launch Library dataset,
+    /// served from 127.0.0.1 (no network); prints the file first.
+    Demo(Flags),
+}
+
+/// `etl run`'s arguments.
+#[derive(Debug, ClapArgs)]
+pub struct RunArgs {
+    /// The pipeline file (TOML): the API's URL, where its records are, how
+    /// it pages and authenticates.
+    pub pipeline: PathBuf,
+    /// Everything else.
+    #[command(flatten)]
+    pub flags: Flags,
+}
+
+/// What `etl run` and `etl demo` share: the flags of `launches`.
+#[derive(Debug, ClapArgs)]
+pub struct Flags {
+    /// Output: a JSONL file, or a PostgreSQL URL (postgres://user@host/db)
+    /// to load into a table [default: NAME.jsonl, NAME from the file].
+    #[arg(long)]
+    pub out: Option<String>,
+
+    /// The table a PostgreSQL output loads into [default: NAME].
+    #[arg(long)]
+    pub pg_table: Option<String>,
+
+    /// Where the entries that do not read as records go (JSONL, each once)
+    /// [default: the output's stem + .rejects.jsonl].
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
+
+    /// Ask only for what changed since the newest `updated_at` already in
+    /// the output (needs `[incremental]` and `updated_at` in the file).
+    #[arg(long)]
+    pub incremental: bool,
+
+    /// Stop after this many pages.
+    #[arg(long)]
+    pub max_pages: Option<u32>,
+
+    /// The longest server-requested wait (429 Retry-After) to sit out, e.g.
+    /// 10m; a longer one ends the run with an error naming the wait.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_retry_after: Option<Duration>,
+
+    /// Timeout of one request, in seconds (0: none).
+    #[arg(long, default_value_t = 30)]
+    pub timeout_secs: u64,
+
+    /// At the end of the run, write its metrics to this file (Prometheus
+    /// text format), replaced atomically. A path that cannot be written is
+    /// a usage error (exit 2) before any request.
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
+
+    /// How stderr's log lines are written: `text` or `json`.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Etl {
+    /// The log format the command asks for.
+    pub fn log_format(&self) -> LogFormat {
+        self.flags().log_format
+    }
+
+    /// Whether a metrics file is asked for.
+    pub fn wants_metrics(&self) -> bool {
+        self.flags().metrics_file.is_some()
+    }
+
+    fn flags(&self) -> &Flags {
+        match &self.command {
+            Command::Run(run) => &run.flags,
+            Command::Demo(flags) => flags,
+        }
+    }
+}
+
+/// The pipeline file `etl demo` runs, its URL the replay server's.
+pub const DEMO_PIPELINE: &str = r#"# Launch Library 2's list pages, as the bundled replay server serves them.
+name = "launches_demo"
+url = "REPLAY_URL"
+records = "/results"
+id = "/id"
+updated_at = "/last_updated"
+
+[params]
+limit = "5"
+
+[paginate]
+style = "next_url"
+next = "/next"
+"#;
+
+/// One whole `etl` run; the exit status. As [`super::run`] for `launches`:
+/// an invalid file (or `--incremental` it cannot serve) and an unwritable
+/// metrics file are exit 2 before any request.
+pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
+    let flags = args.flags();
+    let (pipeline, server) = match &args.command {
+        Command::Run(run) => (Pipeline::load(&run.pipeline), None),
+        Command::Demo(_) => match ReplayServer::start(Replay::bundled()).await {
+            Ok(server) => {
+                let text = DEMO_PIPELINE.replace("REPLAY_URL", server.url().as_str());
+                println!("{text}");
+                (Pipeline::parse(&text, "demo.toml", |_| None), Some(server))
+            }
+            Err(e) => {
+                report_error(
+                    flags.log_format,
+                    super::EXIT_FAILED,
+                    &format!("cannot start the offline server on 127.0.0.1: {e}"),
+                );
+                return super::EXIT_FAILED;
+            }
+        },
+    };
+    let pipeline = match pipeline.and_then(|p| {
+        if flags.incremental {
+            p.check_incremental()?;
+        }
+        Ok(p)
+    }) {
+        Ok(pipeline) => pipeline,
+        Err(e) => {
+            report_error(flags.log_format, EXIT_USAGE, &e.to_string());
+            return EXIT_USAGE;
+        }
+    };
+    let job = Job {
+        out: (flags.out.clone()).unwrap_or_else(|| format!("{}.jsonl", pipeline.name)),
+        pg_table: (flags.pg_table.clone()).unwrap_or_else(|| pipeline.name.clone()),
+        rejects: flags.rejects.clone(),
+        incremental: flags.incremental,
+        max_pages: flags.max_pages,
+        metrics_file: flags.metrics_file.clone(),
+        log_format: flags.log_format,
+        noun: "records",
+    };
+    let options = SourceOptions {
+        timeout: (flags.timeout_secs > 0).then(|| Duration::from_secs(flags.timeout_secs)),
+        max_retry_after: flags.max_retry_after,
+        ..SourceOptions::default()
+    };
+    let source = async move {
+        let source = RestSource::new(pipeline, options).map_err(|e| e.to_string())?;
+        Ok((source, server))
+    };
+    job.execute(metrics, source).await
+}

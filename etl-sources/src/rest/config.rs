@@ -1,0 +1,601 @@
+//! The pipeline file of `etl run`: read with `toml` and serde, then checked
+//! whole (pointers, URLs, headers, secrets from the environment) before any
+//! request, so a bad file fails at once with the key and the line.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+use url::Url;
+
+use super::pointer::Pointer;
+
+/// A pipeline file that cannot run: what is wrong, where.
+///
+/// Its message names the file, the line (where the TOML parser or a key's
+/// position gives one), the key and, for a misspelt key or style, the
+/// likeliest intended one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The file as written (see the "Any JSON API" chapter of the docs).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Spanned<String>,
+    url: Spanned<String>,
+    records: Spanned<String>,
+    id: Spanned<String>,
+    #[serde(default)]
+    updated_at: Option<Spanned<String>>,
+    #[serde(default)]
+    params: BTreeMap<String, String>,
+    #[serde(default)]
+    headers: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    paginate: Option<Spanned<PaginateFile>>,
+    #[serde(default)]
+    incremental: Option<Incremental>,
+    #[serde(default)]
+    auth: Option<Spanned<AuthFile>>,
+}
+
+/// `[paginate]` as written: one table for every style, checked by
+/// [`Paginate::check`] so that a key of another style is named as such.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PaginateFile {
+    style: Spanned<Style>,
+    next: Option<Spanned<String>>,
+    offset_param: Option<Spanned<String>>,
+    limit_param: Option<Spanned<String>>,
+    limit: Option<Spanned<u64>>,
+    total: Option<Spanned<String>>,
+    page_param: Option<Spanned<String>>,
+    start: Option<Spanned<u64>>,
+    total_pages: Option<Spanned<String>>,
+    cursor: Option<Spanned<String>>,
+    cursor_param: Option<Spanned<String>>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Style {
+    NextUrl,
+    LinkHeader,
+    Offset,
+    PageNumber,
+    Cursor,
+}
+
+/// `[auth]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthFile {
+    #[serde(rename = "type")]
+    kind: Spanned<AuthKind>,
+    env: Option<Spanned<String>>,
+    name: Option<Spanned<String>>,
+    username_env: Option<Spanned<String>>,
+    password_env: Option<Spanned<String>>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum AuthKind {
+    Bearer,
+    Header,
+    Query,
+    Basic,
+}
+
+/// `[incremental]`: how a request asks for what changed since the cursor.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Incremental {
+    /// The query parameter that carries the cursor.
+    pub param: String,
+    /// Extra query parameters of incremental requests (a sort order).
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// How the pages follow one another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Paginate {
+    /// One page.
+    None,
+    /// The body's URL at this pointer (absolute or relative).
+    NextUrl {
+        /// Where the next page's URL is.
+        next: Pointer,
+    },
+    /// The `rel="next"` link of the `Link` header (RFC 8288).
+    LinkHeader,
+    /// `offset_param` moves by `limit`.
+    Offset {
+        /// The offset's query parameter.
+        offset_param: String,
+        /// The page size's query parameter.
+        limit_param: String,
+        /// The page size.
+        limit: u64,
+        /// Where the body says how many entries there are, if it does.
+        total: Option<Pointer>,
+    },
+    /// `page_param` moves by one from `start`.
+    PageNumber {
+        /// The page's query parameter.
+        page_param: String,
+        /// The first page's number.
+        start: u64,
+        /// Where the body says how many pages there are, if it does.
+        total_pages: Option<Pointer>,
+    },
+    /// The body's cursor at `cursor`, sent back as `cursor_param`.
+    Cursor {
+        /// Where the next cursor is.
+        cursor: Pointer,
+        /// Its query parameter.
+        cursor_param: String,
+    },
+}
+
+/// How requests prove who sends them; the secret read from the
+/// environment when the file is loaded.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer <secret>`.
+    Bearer(String),
+    /// `<name>: <secret>`.
+    Header {
+        /// The header's name.
+        name: String,
+        /// Its value.
+        secret: String,
+    },
+    /// The query parameter `<name>=<secret>` on every request.
+    Query {
+        /// The parameter's name.
+        name: String,
+        /// Its value.
+        secret: String,
+    },
+    /// HTTP basic auth.
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: String,
+    },
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the secret.
+        let kind = match self {
+            Auth::Bearer(_) => "bearer",
+            Auth::Header { .. } => "header",
+            Auth::Query { .. } => "query",
+            Auth::Basic { .. } => "basic",
+        };
+        write!(f, "Auth({kind}, secret redacted)")
+    }
+}
+
+/// A pipeline file, checked: what [`super::RestSource`] runs.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    /// The resource's name: the output's default name and table.
+    pub name: String,
+    /// The first page.
+    pub url: Url,
+    /// Where a page's array of records is.
+    pub records: Pointer,
+    /// Where a record's id is.
+    pub id: Pointer,
+    /// Where a record's update time is, if it has one.
+    pub updated_at: Option<Pointer>,
+    /// Query parameters of every request.
+    pub params: BTreeMap<String, String>,
+    /// Headers of every request.
+    pub headers: BTreeMap<String, String>,
+    /// How pages follow one another.
+    pub paginate: Paginate,
+    /// How a request asks for changes, if it can.
+    pub incremental: Option<Incremental>,
+    /// The credentials, if any.
+    pub auth: Option<Auth>,
+}
+
+impl Pipeline {
+    /// Reads and checks the pipeline file at `path`, with secrets from the
+    /// process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: cannot be read: {e}", path.display())))?;
+        Self::parse(&text, &path.display().to_string(), |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// Parses and checks `text` (named `origin` in errors), reading
+    /// secrets with `env`.
+    ///
+    /// ```
+    /// use etl_sources::rest::Pipeline;
+    ///
+    /// let file = r#"
+    /// name = "items"
+    /// url = "http://127.0.0.1:8080/items"
+    /// records = "/data"
+    /// id = "/id"
+    /// [paginate]
+    /// style = "next_url"
+    /// nxt = "/next"
+    /// "#;
+    /// let e = Pipeline::parse(file, "items.toml", |_| None).unwrap_err();
+    /// assert!(e.to_string().contains("items.toml, line 8"), "{e}");
+    /// assert!(e.to_string().contains("did you mean `next`?"), "{e}");
+    /// ```
+    pub fn parse(
+        text: &str,
+        origin: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let at = Locator { text, origin };
+        let file: File = toml::from_str(text).map_err(|e| at.toml(&e))?;
+        let url = Url::parse(file.url.get_ref())
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+            .ok_or_else(|| at.key(file.url.span(), "url", "is not an http(s) URL"))?;
+        let name = file.name.get_ref();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(at.key(
+                file.name.span(),
+                "name",
+                "must be letters, digits, `_` or `-` (it names the output file and table)",
+            ));
+        }
+        let pointer = |s: &Spanned<String>, key: &str| {
+            Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e))
+        };
+        let mut headers = BTreeMap::new();
+        for (k, v) in &file.headers {
+            reqwest::header::HeaderName::from_bytes(k.get_ref().as_bytes())
+                .map_err(|_| at.key(k.span(), "headers", "is not a valid header name"))?;
+            reqwest::header::HeaderValue::from_str(v.get_ref()).map_err(|_| {
+                at.key(
+                    v.span(),
+                    "headers",
+                    "holds a character a header cannot carry",
+                )
+            })?;
+            headers.insert(k.get_ref().clone(), v.get_ref().clone());
+        }
+        let paginate = match &file.paginate {
+            None => Paginate::None,
+            Some(p) => Paginate::check(p.get_ref(), &at)?,
+        };
+        let auth = match &file.auth {
+            None => None,
+            Some(a) => Some(Auth::check(a.get_ref(), &at, &env)?),
+        };
+        Ok(Pipeline {
+            name: name.clone(),
+            url,
+            records: pointer(&file.records, "records")?,
+            id: pointer(&file.id, "id")?,
+            updated_at: file
+                .updated_at
+                .as_ref()
+                .map(|u| pointer(u, "updated_at"))
+                .transpose()?,
+            params: file.params,
+            headers,
+            paginate,
+            incremental: file.incremental,
+            auth,
+        })
+    }
+
+    /// Whether `--incremental` can run: an `[incremental]` table and an
+    /// `updated_at` pointer. The error names what is missing.
+    pub fn check_incremental(&self) -> Result<&Incremental, ConfigError> {
+        match (&self.incremental, &self.updated_at) {
+            (Some(incremental), Some(_)) => Ok(incremental),
+            (None, _) => Err(ConfigError(format!(
+                "{}: --incremental needs an [incremental] table (its `param` carries the cursor)",
+                self.name
+            ))),
+            (_, None) => Err(ConfigError(format!(
+                "{}: --incremental needs `updated_at`, the pointer to a record's update time",
+                self.name
+            ))),
+        }
+    }
+}
+
+impl Paginate {
+    fn check(p: &PaginateFile, at: &Locator<'_>) -> Result<Self, ConfigError> {
+        let style = *p.style.get_ref();
+        // Every key given, with the style it belongs to.
+        let given = [
+            ("next", p.next.as_ref().map(Spanned::span), Style::NextUrl),
+            (
+                "offset_param",
+                p.offset_param.as_ref().map(Spanned::span),
+                Style::Offset,
+            ),
+            (
+                "limit_param",
+                p.limit_param.as_ref().map(Spanned::span),
+                Style::Offset,
+            ),
+            ("limit", p.limit.as_ref().map(Spanned::span), Style::Offset),
+            ("total", p.total.as_ref().map(Spanned::span), Style::Offset),
+            (
+                "page_param",
+                p.page_param.as_ref().map(Spanned::span),
+                Style::PageNumber,
+            ),
+            (
+                "start",
+                p.start.as_ref().map(Spanned::span),
+                Style::PageNumber,
+            ),
+            (
+                "total_pages",
+                p.total_pages.as_ref().map(Spanned::span),
+                Style::PageNumber,
+            ),
+            (
+                "cursor",
+                p.cursor.as_ref().map(Spanned::span),
+                Style::Cursor,
+            ),
+            (
+                "cursor_param",
+                p.cursor_param.as_ref().map(Spanned::span),
+                Style::Cursor,
+            ),
+        ];
+        for (key, span, owner) in given {
+            if let Some(span) = span {
+                if owner != style {
+                    return Err(at.key(
+                        span,
+                        &format!("paginate.{key}"),
+                        &format!("is not a key of style {}", style.name()),
+                    ));
+                }
+            }
+        }
+        let pointer =
+            |s: &Option<Spanned<String>>, key: &str| -> Result<Option<Pointer>, ConfigError> {
+                s.as_ref()
+                    .map(|s| Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e)))
+                    .transpose()
+            };
+        let required = |key: &str| {
+            at.key(
+                p.style.span(),
+                &format!("paginate.{key}"),
+                &format!("is required by style {}", style.name()),
+            )
+        };
+        let text = |s: &Option<Spanned<String>>, default: &str| {
+            s.as_ref()
+                .map_or(default.to_owned(), |s| s.get_ref().clone())
+        };
+        Ok(match style {
+            Style::NextUrl => Paginate::NextUrl {
+                next: pointer(&p.next, "paginate.next")?.ok_or_else(|| required("next"))?,
+            },
+            Style::LinkHeader => Paginate::LinkHeader,
+            Style::Offset => {
+                let limit = p.limit.as_ref().ok_or_else(|| required("limit"))?;
+                if *limit.get_ref() == 0 {
+                    return Err(at.key(limit.span(), "paginate.limit", "must be at least 1"));
+                }
+                Paginate::Offset {
+                    offset_param: text(&p.offset_param, "offset"),
+                    limit_param: text(&p.limit_param, "limit"),
+                    limit: *limit.get_ref(),
+                    total: pointer(&p.total, "paginate.total")?,
+                }
+            }
+            Style::PageNumber => Paginate::PageNumber {
+                page_param: text(&p.page_param, "page"),
+                start: p.start.as_ref().map_or(1, |s| *s.get_ref()),
+                total_pages: pointer(&p.total_pages, "paginate.total_pages")?,
+            },
+            Style::Cursor => Paginate::Cursor {
+                cursor: pointer(&p.cursor, "paginate.cursor")?.ok_or_else(|| required("cursor"))?,
+                cursor_param: text(&p.cursor_param, "cursor"),
+            },
+        })
+    }
+}
+
+impl Style {
+    fn name(self) -> &'static str {
+        match self {
+            Style::NextUrl => "next_url",
+            Style::LinkHeader => "link_header",
+            Style::Offset => "offset",
+            Style::PageNumber => "page_number",
+            Style::Cursor => "cursor",
+        }
+    }
+}
+
+impl Auth {
+    fn check(
+        a: &AuthFile,
+        at: &Locator<'_>,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let kind = *a.kind.get_ref();
+        let needs =
+            |s: &Option<Spanned<String>>, key: &str| -> Result<Spanned<String>, ConfigError> {
+                s.clone().ok_or_else(|| {
+                    at.key(
+                        a.kind.span(),
+                        &format!("auth.{key}"),
+                        "is required by this auth type",
+                    )
+                })
+            };
+        // A secret: the variable must be set (and not empty).
+        let secret = |s: &Option<Spanned<String>>, key: &str| -> Result<String, ConfigError> {
+            let var = needs(s, key)?;
+            env(var.get_ref()).filter(|v| !v.is_empty()).ok_or_else(|| {
+                at.key(
+                    var.span(),
+                    &format!("auth.{key}"),
+                    &format!("the environment variable {} is not set", var.get_ref()),
+                )
+            })
+        };
+        let extra = |s: &Option<Spanned<String>>, key: &str| match s {
+            Some(s) => Err(at.key(
+                s.span(),
+                &format!("auth.{key}"),
+                "is not a key of this auth type",
+            )),
+            None => Ok(()),
+        };
+        let name = |default_check: bool| -> Result<String, ConfigError> {
+            let name = needs(&a.name, "name")?;
+            if default_check
+                && reqwest::header::HeaderName::from_bytes(name.get_ref().as_bytes()).is_err()
+            {
+                return Err(at.key(name.span(), "auth.name", "is not a valid header name"));
+            }
+            Ok(name.get_ref().clone())
+        };
+        Ok(match kind {
+            AuthKind::Bearer => {
+                extra(&a.name, "name")?;
+                extra(&a.username_env, "username_env")?;
+                extra(&a.password_env, "password_env")?;
+                let token = secret(&a.env, "env")?;
+                if reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
+                    return Err(at.key(
+                        a.kind.span(),
+                        "auth.env",
+                        "the token holds a character a header cannot carry",
+                    ));
+                }
+                Auth::Bearer(token)
+            }
+            AuthKind::Header => {
+                extra(&a.username_env, "username_env")?;
+                extra(&a.password_env, "password_env")?;
+                Auth::Header {
+                    name: name(true)?,
+                    secret: secret(&a.env, "env")?,
+                }
+            }
+            AuthKind::Query => {
+                extra(&a.username_env, "username_env")?;
+                extra(&a.password_env, "password_env")?;
+                Auth::Query {
+                    name: name(false)?,
+                    secret: secret(&a.env, "env")?,
+                }
+            }
+            AuthKind::Basic => {
+                extra(&a.env, "env")?;
+                extra(&a.name, "name")?;
+                Auth::Basic {
+                    username: secret(&a.username_env, "username_env")?,
+                    password: secret(&a.password_env, "password_env")?,
+                }
+            }
+        })
+    }
+}
+
+/// Turns a byte span of the file into "file, line N" and a key's name.
+struct Locator<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Locator<'_> {
+    /// The 1-based line of byte `at`, and that line's text.
+    fn line(&self, at: usize) -> (usize, &str) {
+        let at = at.min(self.text.len());
+        let before = &self.text[..at];
+        let number = before.matches('\n').count() + 1;
+        let start = before.rfind('\n').map_or(0, |i| i + 1);
+        let end = self.text[start..]
+            .find('\n')
+            .map_or(self.text.len(), |i| start + i);
+        (number, self.text[start..end].trim_end())
+    }
+
+    /// An error about `key`, found at `span`.
+    fn key(&self, span: Range<usize>, key: &str, what: &str) -> ConfigError {
+        let (line, text) = self.line(span.start);
+        ConfigError(format!(
+            "{}, line {line}: `{key}` {what}\n  {line} | {text}",
+            self.origin
+        ))
+    }
+
+    /// The TOML parser's or serde's error, with its line, the key on that
+    /// line and, for an unknown key or value, the closest known one.
+    fn toml(&self, e: &toml::de::Error) -> ConfigError {
+        let mut message = e.message().trim_end().to_owned();
+        if let Some(hint) = did_you_mean(&message) {
+            message.push_str(&format!("; did you mean `{hint}`?"));
+        }
+        match e.span() {
+            Some(span) => {
+                let (line, text) = self.line(span.start);
+                ConfigError(format!(
+                    "{}, line {line}: {message}\n  {line} | {text}",
+                    self.origin
+                ))
+            }
+            None => ConfigError(format!("{}: {message}", self.origin)),
+        }
+    }
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`" (or "unknown
+/// variant"), the expected name closest to `x`, if one is close.
+fn did_you_mean(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (given, expected) = rest.split_once('`')?;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|candidate| (strsim::jaro_winkler(given, candidate), candidate))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate.to_owned())
+}
+
+#[cfg(test)]
+mod tests;

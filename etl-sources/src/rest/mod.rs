@@ -1,0 +1,335 @@
+//! Any JSON API, described in a TOML file ([`Pipeline`]) and read page by
+//! page by [`RestSource`]: five pagination styles, four kinds of auth, JSON
+//! Pointers to the records, their ids and update times, and incremental
+//! reads. `etl run PIPELINE.toml` runs it through the same pipeline as
+//! `launches`.
+//!
+//! ```no_run
+//! use etl_core::{IdempotentSink, JsonlRejects};
+//! use etl_sources::rest::{JsonRecord, Pipeline, RestSource};
+//! use etl_sources::{pipeline, SourceOptions};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let file = Pipeline::load("items.toml".as_ref())?;
+//! let mut source = RestSource::new(file, SourceOptions::default())?;
+//! let sink = IdempotentSink::resume_as::<JsonRecord>("items.jsonl")?;
+//! let rejects = JsonlRejects::open("items.rejects.jsonl")?;
+//! let summary = pipeline::run(&mut source, &sink, &rejects, None).await?;
+//! println!("{} new records", summary.new_rows);
+//! # Ok(())
+//! # }
+//! ```
+
+mod config;
+mod paginate;
+mod pointer;
+mod record;
+
+pub use config::{Auth, ConfigError, Incremental, Paginate, Pipeline};
+pub use pointer::Pointer;
+pub use record::JsonRecord;
+
+use bytes::Bytes;
+use etl_core::{retry, EtlError};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+use url::{Origin, Url};
+
+use crate::source::{PageRead, Source};
+use crate::{wire, SourceOptions};
+use paginate::Pager;
+
+/// A JSON API read as its [`Pipeline`] file says.
+///
+/// Every request goes to the origin (scheme, host, port) of the file's
+/// `url`: a next URL or Link elsewhere, or a redirect there, is refused
+/// before any request leaves, so a credential never does. Secrets are
+/// never shown: the query parameter of `query` auth is added to each
+/// request, and removed from any URL the server hands back, so neither a
+/// log line, an error nor a reject's source holds it.
+///
+/// Each page fetch is retried as the Launch Library source's: network
+/// failures, 408, 429 and 5xx with backoff or the server's Retry-After
+/// (bounded by [`SourceOptions::max_retry_after`]); a body that is not JSON
+/// or has no array at `records` is [`EtlError::Parse`], never retried. A
+/// pagination that repeats itself (a next URL or cursor met before, a page
+/// that repeats the one before) ends the read with an error naming it.
+///
+/// Of [`SourceOptions`], `timeout` and `max_retry_after` apply; the rest
+/// belongs to the file (`limit` is `[params]`, the API key is `[auth]`,
+/// incremental reads are [`Source::read_since`]).
+#[derive(Debug)]
+pub struct RestSource {
+    pipeline: Pipeline,
+    client: reqwest::Client,
+    origin: Origin,
+    pager: Pager,
+    next: Option<Url>,
+    pages: u32,
+    max_retry_after: Option<Duration>,
+    /// Time the server asked us to wait (429 Retry-After) in all, in ms.
+    throttled_ms: AtomicU64,
+    /// A pagination that stopped making progress: the next call fails
+    /// with this, after the page that showed it was handed over.
+    stalled: Option<EtlError>,
+}
+
+impl RestSource {
+    /// A source reading as `pipeline` says.
+    pub fn new(pipeline: Pipeline, options: SourceOptions) -> Result<Self, EtlError> {
+        let origin = pipeline.url.origin();
+        let mut headers = HeaderMap::new();
+        for (name, value) in &pipeline.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| EtlError::InvalidInput(format!("header {name:?}: {e}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| EtlError::InvalidInput(format!("header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        let secret = |name: &str, value: String| -> Result<(HeaderName, HeaderValue), EtlError> {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| EtlError::InvalidInput(format!("auth header name {name:?}")))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                EtlError::InvalidInput(format!(
+                    "auth header {name}: a character a header cannot carry"
+                ))
+            })?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        };
+        match &pipeline.auth {
+            Some(Auth::Bearer(token)) => {
+                let (name, value) = secret(AUTHORIZATION.as_str(), format!("Bearer {token}"))?;
+                headers.insert(name, value);
+            }
+            Some(Auth::Header { name, secret: s }) => {
+                let (name, value) = secret(name, s.clone())?;
+                headers.insert(name, value);
+            }
+            Some(Auth::Query { .. } | Auth::Basic { .. }) | None => {}
+        }
+        let client = wire::client(&origin, headers, options.timeout)?;
+        let pager = Pager::new(&pipeline.paginate);
+        let mut source = RestSource {
+            client,
+            origin,
+            pager,
+            next: None,
+            pages: 0,
+            max_retry_after: options.max_retry_after,
+            throttled_ms: AtomicU64::new(0),
+            stalled: None,
+            pipeline,
+        };
+        source.next = Some(source.pager.first(&source.base(None)));
+        Ok(source)
+    }
+
+    /// The file it reads by.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The URL the next call of [`Source::next_page`] fetches (without the
+    /// secret of `query` auth).
+    pub fn next_url(&self) -> Option<&Url> {
+        self.next.as_ref()
+    }
+
+    /// The first page's URL with `[params]` and, reading since `cursor`,
+    /// the incremental parameters.
+    fn base(&self, since: Option<Option<&str>>) -> Url {
+        let mut url = self.pipeline.url.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query.extend_pairs(&self.pipeline.params);
+            if let (Some(cursor), Some(incremental)) = (since, &self.pipeline.incremental) {
+                query.extend_pairs(&incremental.params);
+                if let Some(cursor) = cursor {
+                    query.append_pair(&incremental.param, cursor);
+                }
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        url
+    }
+
+    /// The name of `query` auth's parameter, if that is the auth.
+    fn secret_param(&self) -> Option<&str> {
+        match &self.pipeline.auth {
+            Some(Auth::Query { name, .. }) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// One page's body and `Link` header: the whole request and status
+    /// check is one attempt.
+    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
+    async fn fetch(&self, url: &Url) -> Result<(Bytes, Option<String>), EtlError> {
+        let mut request = match &self.pipeline.auth {
+            Some(Auth::Query { name, secret }) => {
+                let mut with_secret = url.clone();
+                with_secret.query_pairs_mut().append_pair(name, secret);
+                self.client.get(with_secret)
+            }
+            _ => self.client.get(url.clone()),
+        };
+        if let Some(Auth::Basic { username, password }) = &self.pipeline.auth {
+            request = request.basic_auth(username, Some(password));
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                crate::metrics::http_response(None);
+                // Without its URL: with `query` auth it holds the secret.
+                return Err(wire::transport_error(url, &e.without_url()));
+            }
+        };
+        let status = response.status();
+        crate::metrics::http_response(Some(status.as_u16()));
+        let link = response
+            .headers()
+            .get_all(reqwest::header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let headers = response.headers().clone();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| wire::transport_error(url, &e.without_url()))?;
+        if !status.is_success() {
+            let error =
+                wire::status_error(url, status.as_u16(), &headers, &body, SystemTime::now());
+            let error = wire::cap_retry_after(error, self.max_retry_after);
+            if let Some(wait) = error.retry_after() {
+                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                self.throttled_ms.fetch_add(ms, Ordering::Relaxed);
+            }
+            return Err(error);
+        }
+        Ok((body, (!link.is_empty()).then_some(link)))
+    }
+}
+
+impl Source for RestSource {
+    type Row = JsonRecord;
+
+    async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
+        if let Some(stalled) = self.stalled.take() {
+            return Err(stalled);
+        }
+        let Some(url) = self.next.clone() else {
+            return Ok(None);
+        };
+        if url.origin() != self.origin {
+            return Err(EtlError::Refused(format!(
+                "next page is on origin {}, not {}: not following it (a credential never leaves its origin)",
+                url.origin().ascii_serialization(),
+                self.origin.ascii_serialization()
+            )));
+        }
+        let (body, link) = self.fetch(&url).await?;
+        let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
+        let text = std::str::from_utf8(&body)
+            .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
+        let doc: &RawValue = serde_json::from_str(text).map_err(|e| {
+            not_a_page(format!(
+                "the body is not JSON ({e}); it starts {:?}",
+                etl_core::http::excerpt(&body)
+            ))
+        })?;
+        let records = &self.pipeline.records;
+        let entries: Vec<&RawValue> = match records.find(doc) {
+            Ok(Some(found)) if found.get().trim_start().starts_with('[') => {
+                serde_json::from_str(found.get()).map_err(|e| not_a_page(e.to_string()))?
+            }
+            Ok(_) => return Err(not_a_page(format!("no array at `records` ({records:?})"))),
+            Err(e) => return Err(not_a_page(e.to_string())),
+        };
+        let shown = url.to_string();
+        let (rows, rejects) = record::read_entries(
+            &entries,
+            &self.pipeline.id,
+            self.pipeline.updated_at.as_ref(),
+            &shown,
+        );
+        self.pages += 1;
+        let step = self.pager.next(&paginate::Page {
+            url: &url,
+            doc,
+            link: link.as_deref(),
+            entries: &entries,
+        });
+        self.next = match step {
+            Ok(next) => next.map(|mut next| {
+                if let Some(param) = self.secret_param() {
+                    strip_param(&mut next, param);
+                }
+                next
+            }),
+            Err(why) => {
+                self.stalled = Some(why);
+                None
+            }
+        };
+        Ok(Some(PageRead {
+            url,
+            rows,
+            rejects,
+            count: None,
+        }))
+    }
+
+    fn pages_total(&self) -> Option<u64> {
+        self.pager.pages_total()
+    }
+
+    fn throttled(&self) -> Duration {
+        Duration::from_millis(self.throttled_ms.load(Ordering::Relaxed))
+    }
+
+    /// Requests carry `[incremental].param=<cursor>` and
+    /// `[incremental].params` from the first page on.
+    fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
+        if self.pages > 0 {
+            return Err(EtlError::InvalidInput(
+                "read_since after the first page: the cursor decides where a read starts".into(),
+            ));
+        }
+        self.pipeline
+            .check_incremental()
+            .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
+        let base = self.base(Some(cursor));
+        self.next = Some(self.pager.first(&base));
+        Ok(())
+    }
+
+    fn stored_updated_at(&self, stored: &str) -> Option<String> {
+        let pointer = self.pipeline.updated_at.as_ref()?;
+        let doc: Value = serde_json::from_str(stored).ok()?;
+        pointer.get(&doc)?.as_str().map(str::to_owned)
+    }
+}
+
+/// Removes every `param=` from `url`'s query.
+fn strip_param(url: &mut Url, param: &str) {
+    if !url.query_pairs().any(|(k, _)| k == param) {
+        return;
+    }
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != param)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    url.query_pairs_mut().clear().extend_pairs(kept);
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+}
