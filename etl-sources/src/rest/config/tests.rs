@@ -1,1 +1,256 @@
+use super::*;
 
+const BASE: &str = r#"name = "items"
+url = "http://127.0.0.1:8080/items"
+records = "/data"
+id = "/id"
+"#;
+
+fn parse(extra: &str) -> Result<Pipeline, ConfigError> {
+    parse_with(extra, |_| None)
+}
+
+fn parse_with(extra: &str, env: impl Fn(&str) -> Option<String>) -> Result<Pipeline, ConfigError> {
+    Pipeline::parse(&format!("{BASE}{extra}"), "items.toml", env)
+}
+
+fn error(extra: &str) -> String {
+    parse(extra).unwrap_err().to_string()
+}
+
+#[test]
+fn the_contract_example_reads_whole() {
+    let env = |name: &str| (name == "ITEMS_TOKEN").then(|| "t0k".to_owned());
+    let p = parse_with(
+        r#"updated_at = "/updated_at"
+[params]
+per_page = "50"
+[headers]
+Accept = "application/json"
+[paginate]
+style = "next_url"
+next = "/next"
+[incremental]
+param = "updated_since"
+params = { sort = "updated_at" }
+[auth]
+type = "bearer"
+env = "ITEMS_TOKEN"
+"#,
+        env,
+    )
+    .unwrap();
+    assert_eq!(p.name, "items");
+    assert_eq!(
+        p.paginate,
+        Paginate::NextUrl {
+            next: Pointer::parse("/next").unwrap()
+        }
+    );
+    assert_eq!(p.auth, Some(Auth::Bearer("t0k".into())));
+    assert_eq!(p.incremental.as_ref().unwrap().params["sort"], "updated_at");
+    assert!(p.check_incremental().is_ok());
+    assert!(
+        !format!("{p:?}").contains("t0k"),
+        "Debug never shows a secret"
+    );
+}
+
+#[test]
+fn each_style_takes_its_defaults() {
+    let p = parse("[paginate]\nstyle = \"offset\"\nlimit = 100\ntotal = \"/count\"\n").unwrap();
+    assert_eq!(
+        p.paginate,
+        Paginate::Offset {
+            offset_param: "offset".into(),
+            limit_param: "limit".into(),
+            limit: 100,
+            total: Some(Pointer::parse("/count").unwrap()),
+        }
+    );
+    let p = parse("[paginate]\nstyle = \"page_number\"\n").unwrap();
+    assert_eq!(
+        p.paginate,
+        Paginate::PageNumber {
+            page_param: "page".into(),
+            start: 1,
+            total_pages: None
+        }
+    );
+    let p = parse("[paginate]\nstyle = \"cursor\"\ncursor = \"/meta/next_cursor\"\n").unwrap();
+    assert_eq!(
+        p.paginate,
+        Paginate::Cursor {
+            cursor: Pointer::parse("/meta/next_cursor").unwrap(),
+            cursor_param: "cursor".into()
+        }
+    );
+    assert_eq!(
+        parse("[paginate]\nstyle = \"link_header\"\n")
+            .unwrap()
+            .paginate,
+        Paginate::LinkHeader
+    );
+    assert_eq!(parse("").unwrap().paginate, Paginate::None);
+}
+
+#[test]
+fn a_misspelt_key_or_style_is_named_with_its_line_and_a_guess() {
+    let e = error("recods = \"/x\"\n");
+    assert!(
+        e.contains("items.toml, line 5")
+            && e.contains("`recods`")
+            && e.contains("did you mean `records`?"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"nexturl\"\n");
+    assert!(
+        e.contains("line 6") && e.contains("did you mean `next_url`?"),
+        "{e}"
+    );
+    let e = error("[auth]\ntype = \"bearer\"\nenv = \"T\"\nnaem = \"x\"\n");
+    assert!(e.contains("did you mean `name`?"), "{e}");
+    // Nothing close: no guess.
+    let e = error("zzzzzz = 1\n");
+    assert!(
+        e.contains("unknown field `zzzzzz`") && !e.contains("did you mean"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_types_and_syntax_errors_name_the_line() {
+    let e = error("[params]\nper_page = 50\n");
+    assert!(
+        e.contains("line 6") && e.contains("per_page = 50") && e.contains("expected a string"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"offset\"\nlimit = \"5\"\n");
+    assert!(e.contains("line 7") && e.contains("limit = \"5\""), "{e}");
+    let e = error("name2 = \n");
+    assert!(e.contains("line 5"), "{e}");
+}
+
+#[test]
+fn pointers_urls_and_names_are_checked() {
+    let e = Pipeline::parse(&BASE.replace("\"/data\"", "\"data\""), "f", |_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 3") && e.contains("`records`") && e.contains("RFC 6901"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"next_url\"\nnext = \"next\"\n");
+    assert!(
+        e.contains("`paginate.next`") && e.contains("RFC 6901"),
+        "{e}"
+    );
+    let e = Pipeline::parse(
+        &BASE.replace("http://127.0.0.1:8080/items", "ftp://x/"),
+        "f",
+        |_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`url` is not an http(s) URL"), "{e}");
+    let e = Pipeline::parse(&BASE.replace("\"items\"", "\"it ems\""), "f", |_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`name`"), "{e}");
+    let e = error("[headers]\n\"bad header\" = \"x\"\n");
+    assert!(e.contains("`headers`"), "{e}");
+}
+
+#[test]
+fn keys_of_another_style_and_missing_required_keys_are_named() {
+    let e = error("[paginate]\nstyle = \"next_url\"\nnext = \"/n\"\nlimit = 5\n");
+    assert!(
+        e.contains("`paginate.limit` is not a key of style next_url") && e.contains("line 8"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"offset\"\n");
+    assert!(
+        e.contains("`paginate.limit` is required by style offset"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"cursor\"\n");
+    assert!(e.contains("`paginate.cursor` is required"), "{e}");
+    let e = error("[paginate]\nstyle = \"offset\"\nlimit = 0\n");
+    assert!(e.contains("at least 1"), "{e}");
+}
+
+#[test]
+fn secrets_come_from_the_environment_and_a_missing_one_is_named() {
+    let e = error("[auth]\ntype = \"bearer\"\nenv = \"NOPE_TOKEN\"\n");
+    assert!(
+        e.contains("`auth.env`") && e.contains("NOPE_TOKEN is not set") && e.contains("line 7"),
+        "{e}"
+    );
+    let env = |name: &str| Some(format!("{name}-value"));
+    let p = parse_with(
+        "[auth]\ntype = \"basic\"\nusername_env = \"U\"\npassword_env = \"P\"\n",
+        env,
+    )
+    .unwrap();
+    assert_eq!(
+        p.auth,
+        Some(Auth::Basic {
+            username: "U-value".into(),
+            password: "P-value".into()
+        })
+    );
+    let p = parse_with(
+        "[auth]\ntype = \"query\"\nname = \"api_key\"\nenv = \"K\"\n",
+        env,
+    )
+    .unwrap();
+    assert_eq!(
+        p.auth,
+        Some(Auth::Query {
+            name: "api_key".into(),
+            secret: "K-value".into()
+        })
+    );
+    let p = parse_with(
+        "[auth]\ntype = \"header\"\nname = \"X-Api-Key\"\nenv = \"K\"\n",
+        env,
+    )
+    .unwrap();
+    assert_eq!(
+        p.auth,
+        Some(Auth::Header {
+            name: "X-Api-Key".into(),
+            secret: "K-value".into()
+        })
+    );
+    let e = parse_with("[auth]\ntype = \"header\"\nenv = \"K\"\n", env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`auth.name` is required"), "{e}");
+    let e = parse_with(
+        "[auth]\ntype = \"bearer\"\nenv = \"K\"\nusername_env = \"U\"\n",
+        env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`auth.username_env` is not a key of this auth type"),
+        "{e}"
+    );
+}
+
+#[test]
+fn incremental_needs_its_table_and_updated_at() {
+    let e = parse("")
+        .unwrap()
+        .check_incremental()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[incremental]"), "{e}");
+    let e = parse("[incremental]\nparam = \"since\"\n")
+        .unwrap()
+        .check_incremental()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`updated_at`"), "{e}");
+}
