@@ -1,0 +1,211 @@
+//! A JSON API of `items` for `etl run` to load: every pagination style,
+//! bearer auth, scripted failures and mutations, served by wiremock on
+//! 127.0.0.1 (a real HTTP server).
+
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// How the API pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// `{"data": [...], "next": "/items?offset=N&..."}` (relative).
+    NextUrl,
+    /// `Link: <http://.../items?offset=N&...>; rel="next"` (absolute).
+    LinkHeader,
+    /// `?offset=&limit=`, `{"data": [...], "count": N}`.
+    Offset,
+    /// `?page=` from 1, `per_page` from the query; an empty page ends.
+    PageNumber,
+    /// `{"data": [...], "meta": {"next_cursor": "cN"}}`, `?cursor=`.
+    Cursor,
+}
+
+impl Style {
+    pub const ALL: [Style; 5] = [
+        Style::NextUrl,
+        Style::LinkHeader,
+        Style::Offset,
+        Style::PageNumber,
+        Style::Cursor,
+    ];
+
+    /// The `[paginate]` table of a pipeline file for this style.
+    pub fn paginate(self) -> &'static str {
+        match self {
+            Style::NextUrl => "[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n",
+            Style::LinkHeader => "[paginate]\nstyle = \"link_header\"\n",
+            Style::Offset => "[paginate]\nstyle = \"offset\"\nlimit = 4\ntotal = \"/count\"\n",
+            Style::PageNumber => "[paginate]\nstyle = \"page_number\"\n",
+            Style::Cursor => "[paginate]\nstyle = \"cursor\"\ncursor = \"/meta/next_cursor\"\n",
+        }
+    }
+}
+
+/// The API's state, shared with the test.
+#[derive(Clone)]
+pub struct Api {
+    pub items: Arc<Mutex<Vec<Value>>>,
+    pub style: Style,
+    pub page_size: usize,
+    /// Required as `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// Answers given instead of pages, in order, once `script_from`
+    /// requests were answered.
+    pub script: Arc<Mutex<VecDeque<ResponseTemplate>>>,
+    pub script_from: usize,
+    /// Every request's URL, as received.
+    pub seen: Arc<Mutex<Vec<url::Url>>>,
+    /// A next link to put on the first page instead of the real one.
+    pub next_override: Option<String>,
+    /// Real time each page takes.
+    pub delay: std::time::Duration,
+}
+
+/// `n` items, ids 1..=n, updated at distinct times.
+pub fn items(n: usize) -> Vec<Value> {
+    (1..=n)
+        .map(|i| {
+            json!({
+                "id": i,
+                "name": format!("item {i}"),
+                "tags": {"colour": "blue", "size": i % 3},
+                "updated_at": format!("2026-11-01T00:{:02}:{:02}Z", i / 60, i % 60),
+            })
+        })
+        .collect()
+}
+
+impl Api {
+    pub fn new(style: Style, items: Vec<Value>) -> Self {
+        Api {
+            items: Arc::new(Mutex::new(items)),
+            style,
+            page_size: 4,
+            token: None,
+            script: Default::default(),
+            script_from: 0,
+            seen: Default::default(),
+            next_override: None,
+            delay: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Serves it on a server of its own; `/items` is the list.
+    pub async fn serve(self) -> MockServer {
+        let server = MockServer::start().await;
+        Mock::given(wiremock::matchers::path("/items"))
+            .respond_with(self)
+            .mount(&server)
+            .await;
+        server
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Respond for Api {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let answered = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(request.url.clone());
+            seen.len() - 1
+        };
+        if let Some(token) = &self.token {
+            let sent = request
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            if sent != Some(format!("Bearer {token}").as_str()) {
+                return ResponseTemplate::new(401).set_body_string("{\"detail\":\"no token\"}");
+            }
+        }
+        if answered >= self.script_from {
+            if let Some(scripted) = self.script.lock().unwrap().pop_front() {
+                return scripted;
+            }
+        }
+        let query = |name: &str| {
+            request
+                .url
+                .query_pairs()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        };
+        // An incremental request: the items changed since, oldest first.
+        let mut items = self.items.lock().unwrap().clone();
+        if let Some(since) = query("updated_since") {
+            items.retain(|i| i["updated_at"].as_str().unwrap() >= since.as_str());
+            items.sort_by(|a, b| a["updated_at"].as_str().cmp(&b["updated_at"].as_str()));
+        }
+        let size = match self.style {
+            Style::Offset => query("limit").map_or(self.page_size, |l| l.parse().unwrap()),
+            Style::PageNumber => query("per_page").map_or(self.page_size, |l| l.parse().unwrap()),
+            _ => self.page_size,
+        };
+        let start = match self.style {
+            Style::PageNumber => {
+                (query("page").map_or(1, |p| p.parse::<usize>().unwrap()) - 1) * size
+            }
+            Style::Cursor => query("cursor").map_or(0, |c| c[1..].parse().unwrap()),
+            _ => query("offset").map_or(0, |o| o.parse().unwrap()),
+        };
+        let page: Vec<Value> = items.iter().skip(start).take(size).cloned().collect();
+        let next_start = start + size;
+        let more = next_start < items.len();
+        // The request's own query, with the position moved.
+        let moved = |param: &str, value: String| {
+            // wiremock's URL says `localhost`; the Host header says where
+            // the client really went.
+            let mut url = request.url.clone();
+            if let Some(host) = request.headers.get("host").and_then(|h| h.to_str().ok()) {
+                url = format!("http://{host}{}", request.url.path()).parse().unwrap();
+            }
+            let kept: Vec<(String, String)> = request
+                .url
+                .query_pairs()
+                .filter(|(k, _)| k != param)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            url.query_pairs_mut()
+                .clear()
+                .extend_pairs(kept)
+                .append_pair(param, &value);
+            url
+        };
+        let mut body = json!({ "data": page });
+        let mut response = ResponseTemplate::new(200).set_delay(self.delay);
+        match self.style {
+            Style::NextUrl => {
+                let next = match (&self.next_override, start) {
+                    (Some(over), 0) => json!(over),
+                    _ if more => {
+                        let url = moved("offset", next_start.to_string());
+                        json!(format!("{}?{}", url.path(), url.query().unwrap_or("")))
+                    }
+                    _ => Value::Null,
+                };
+                body["next"] = next;
+            }
+            Style::LinkHeader => {
+                if more {
+                    let url = moved("offset", next_start.to_string());
+                    response = response.insert_header(
+                        "link",
+                        format!("<{url}>; rel=\"next\", <{}>; rel=\"first\"", request.url),
+                    );
+                }
+            }
+            Style::Offset => body["count"] = json!(items.len()),
+            Style::PageNumber => {}
+            Style::Cursor => {
+                body["meta"] = json!({ "next_cursor": if more { json!(format!("c{next_start}")) } else { Value::Null } });
+            }
+        }
+        response.set_body_json(body)
+    }
+}

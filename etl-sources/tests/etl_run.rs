@@ -1,0 +1,423 @@
+//! `etl run PIPELINE.toml` as a process, against local JSON APIs of every
+//! pagination style: every record lands exactly once, and every error is
+//! the contract's.
+
+#[path = "common/api.rs"]
+mod api;
+mod common;
+
+use api::{items, Api, Style};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use tokio::process::Command;
+use wiremock::ResponseTemplate;
+
+/// A pipeline file for the API at `uri`, with `extra` appended.
+fn pipeline(uri: &str, style: Style, extra: &str) -> String {
+    format!(
+        "name = \"items\"\nurl = \"{uri}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated_at\"\n{extra}\n{}",
+        style.paginate()
+    )
+}
+
+fn etl(dir: &Path, file: &str, args: &[&str]) -> Command {
+    let path = dir.join("items.toml");
+    std::fs::write(&path, file).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+    command
+        .arg("run")
+        .arg(&path)
+        .args(["--out"])
+        .arg(dir.join("items.jsonl"))
+        .args(args)
+        .env_remove("ITEMS_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn run(dir: &Path, file: &str, args: &[&str]) -> Output {
+    etl(dir, file, args).output().await.unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The records of a JSONL output, checking each line is whole, and how
+/// many times each id is there.
+fn records(path: &Path) -> (Vec<Value>, HashMap<String, usize>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "no torn last line");
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut ids = HashMap::new();
+    for r in &records {
+        *ids.entry(r["id"].to_string()).or_insert(0) += 1;
+    }
+    (records, ids)
+}
+
+#[tokio::test]
+async fn every_pagination_style_loads_every_record_once_and_a_rerun_writes_nothing() {
+    for style in Style::ALL {
+        let api = Api::new(style, items(10));
+        let server = api.clone().serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let extra = if style == Style::PageNumber {
+            "[params]\nper_page = \"4\"\n"
+        } else {
+            ""
+        };
+        let file = pipeline(&server.uri(), style, extra);
+
+        let first = run(dir.path(), &file, &[]).await;
+        assert_eq!(first.status.code(), Some(0), "{style:?}: {}", text(&first));
+        let out = String::from_utf8_lossy(&first.stdout);
+        assert!(
+            out.contains("10 records read, 10 new rows"),
+            "{style:?}: {out}"
+        );
+        let (written, ids) = records(&dir.path().join("items.jsonl"));
+        assert_eq!(written.len(), 10, "{style:?}");
+        assert!(ids.values().all(|&n| n == 1), "{style:?}: {ids:?}");
+        // The record itself, as sent (canonical key order).
+        assert_eq!(written[0], items(10)[0], "{style:?}");
+
+        let again = run(dir.path(), &file, &[]).await;
+        assert_eq!(again.status.code(), Some(0), "{style:?}: {}", text(&again));
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("0 new rows"),
+            "{style:?}: {}",
+            text(&again)
+        );
+        assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 10);
+    }
+}
+
+#[tokio::test]
+async fn a_429_and_a_503_are_waited_out_and_bearer_auth_stays_secret() {
+    let mut api = Api::new(Style::NextUrl, items(6));
+    api.token = Some("s3cret-t0ken".into());
+    api.script.lock().unwrap().extend([
+        ResponseTemplate::new(429).insert_header("retry-after", "1"),
+        ResponseTemplate::new(503).set_body_string("down for a moment"),
+    ]);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
+    );
+    let output = etl(dir.path(), &file, &[])
+        .env("ITEMS_TOKEN", "s3cret-t0ken")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("rate limited") && stderr.contains("HTTP 503"),
+        "{stderr}"
+    );
+    assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 6);
+    // Two pages of 4, plus the two failures.
+    assert_eq!(api.requests(), 4);
+    for place in [
+        text(&output),
+        std::fs::read_to_string(dir.path().join("items.jsonl")).unwrap(),
+    ] {
+        assert!(!place.contains("s3cret-t0ken"), "the token leaked: {place}");
+    }
+
+    // Without the variable: exit 2 before any request, naming it.
+    let before = api.requests();
+    let missing = run(dir.path(), &file, &[]).await;
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(
+        text(&missing).contains("ITEMS_TOKEN is not set"),
+        "{}",
+        text(&missing)
+    );
+    assert_eq!(api.requests(), before);
+}
+
+#[tokio::test]
+async fn unreadable_records_are_rejected_once_and_the_run_exits_3() {
+    let mut all = items(5);
+    all.insert(1, json!("not an object"));
+    all.insert(3, json!({"name": "no id"}));
+    all.insert(4, json!({"id": 2.5, "name": "fractional id"}));
+    let api = Api::new(Style::Offset, all);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::Offset, "");
+    for _ in 0..2 {
+        let output = run(dir.path(), &file, &[]).await;
+        assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+        assert!(
+            text(&output).contains("3 entries rejected"),
+            "{}",
+            text(&output)
+        );
+    }
+    assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 5);
+    let rejects = std::fs::read_to_string(dir.path().join("items.rejects.jsonl")).unwrap();
+    let rejects: Vec<Value> = rejects
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rejects.len(), 3, "each kept once: {rejects:?}");
+    assert_eq!(rejects[0]["raw"], json!("not an object"));
+    assert!(rejects[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("not a JSON object"));
+    assert!(rejects[1]["error"]
+        .as_str()
+        .unwrap()
+        .contains("/id: not found"));
+}
+
+#[tokio::test]
+async fn a_next_link_to_another_origin_is_refused_before_any_request_goes_there() {
+    let elsewhere = Api::new(Style::NextUrl, items(2));
+    let other = elsewhere.clone().serve().await;
+    let mut api = Api::new(Style::NextUrl, items(8));
+    api.next_override = Some(format!("{}/items?offset=4", other.uri()));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
+    );
+    let output = etl(dir.path(), &file, &[])
+        .env("ITEMS_TOKEN", "tok")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let other_origin = other.uri();
+    assert!(
+        text(&output).contains(&format!("origin {other_origin}")),
+        "names the refused origin: {}",
+        text(&output)
+    );
+    assert_eq!(
+        elsewhere.requests(),
+        0,
+        "no request went to the other origin"
+    );
+    assert_eq!(
+        records(&dir.path().join("items.jsonl")).0.len(),
+        4,
+        "the first page stays written"
+    );
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_pages_fail_the_run_and_keep_the_pages_before() {
+    for (body, says) in [
+        (
+            ResponseTemplate::new(200).set_body_string("<html>oops</html>"),
+            "not JSON",
+        ),
+        (
+            ResponseTemplate::new(200).set_body_json(json!({"items": []})),
+            "no array at `records`",
+        ),
+    ] {
+        let mut api = Api::new(Style::LinkHeader, items(8));
+        // The first page as usual, then the bad body.
+        api.script_from = 1;
+        api.script.lock().unwrap().push_back(body);
+        let server = api.clone().serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = pipeline(&server.uri(), Style::LinkHeader, "");
+        let output = run(dir.path(), &file, &[]).await;
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        assert!(text(&output).contains(says), "{}", text(&output));
+        assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 4);
+        assert_eq!(api.requests(), 2, "never retried");
+        drop(server);
+    }
+}
+
+#[tokio::test]
+async fn a_pagination_loop_ends_the_run_with_an_error_naming_it() {
+    let mut api = Api::new(Style::NextUrl, items(8));
+    api.next_override = Some("/items".into());
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(
+        dir.path(),
+        &pipeline(&server.uri(), Style::NextUrl, ""),
+        &[],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("pagination loop"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(api.requests(), 1);
+
+    // A server that ignores the page parameter: the same page again.
+    let api = Api::new(Style::PageNumber, items(8));
+    let server = api.clone().serve().await;
+    let file = pipeline(&server.uri(), Style::PageNumber, "").replace(
+        "style = \"page_number\"\n",
+        "style = \"page_number\"\npage_param = \"p\"\n",
+    );
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("repeats the one before"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(api.requests(), 2);
+}
+
+#[tokio::test]
+async fn invalid_files_and_an_unwritable_metrics_file_exit_2_before_any_request() {
+    let api = Api::new(Style::NextUrl, items(2));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = pipeline(&server.uri(), Style::NextUrl, "");
+    let cases = [
+        (good.replace("records =", "records = = "), vec![], "line 3"),
+        (
+            good.replace("records =", "recods ="),
+            vec![],
+            "did you mean `records`?",
+        ),
+        (
+            format!("{good}limit = 4\n"),
+            vec![],
+            "`paginate.limit` is not a key of style next_url",
+        ),
+        (good.replace("\"/data\"", "\"data\""), vec![], "RFC 6901"),
+        (good.clone(), vec!["--incremental"], "[incremental]"),
+        (
+            good.clone(),
+            vec!["--metrics-file", "/nonexistent-dir/m.prom"],
+            "--metrics-file /nonexistent-dir/m.prom: cannot be written",
+        ),
+    ];
+    for (file, args, says) in cases {
+        let output = run(dir.path(), &file, &args).await;
+        assert_eq!(output.status.code(), Some(2), "{says}: {}", text(&output));
+        assert!(text(&output).contains(says), "{says}: {}", text(&output));
+    }
+    assert_eq!(api.requests(), 0, "no request for an invalid run");
+
+    // `launches` too.
+    let output = Command::new(env!("CARGO_BIN_EXE_launches"))
+        .args([
+            "--base-url",
+            &format!("{}/items", server.uri()),
+            "--metrics-file",
+            "/nonexistent-dir/m.prom",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("l.jsonl"))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(api.requests(), 0);
+}
+
+#[tokio::test]
+async fn changes_upstream_then_incremental_write_only_what_changed() {
+    let api = Api::new(Style::NextUrl, items(9));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "[incremental]\nparam = \"updated_since\"\n",
+    );
+    let first = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert!(
+        text(&first).contains("incremental from the start"),
+        "{}",
+        text(&first)
+    );
+
+    // Two records change, one is new.
+    {
+        let mut items = api.items.lock().unwrap();
+        items[2]["name"] = json!("item 3, renamed");
+        items[2]["updated_at"] = json!("2026-11-02T00:00:00Z");
+        items[5]["tags"]["colour"] = json!("red");
+        items[5]["updated_at"] = json!("2026-11-02T00:00:01Z");
+        items.push(json!({"id": 10, "name": "item 10", "updated_at": "2026-11-02T00:00:02Z"}));
+    }
+    api.seen.lock().unwrap().clear();
+    let second = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+    // The cursor is the newest update time held; the record at the cursor
+    // comes again and is not written twice.
+    assert!(
+        text(&second).contains("incremental since 2026-11-01T00:00:09Z"),
+        "{}",
+        text(&second)
+    );
+    assert!(
+        text(&second).contains("4 records read, 3 new rows"),
+        "{}",
+        text(&second)
+    );
+    let first_request = api.seen.lock().unwrap()[0].clone();
+    assert!(
+        first_request
+            .query_pairs()
+            .any(|(k, v)| k == "updated_since" && v == "2026-11-01T00:00:09Z"),
+        "{first_request}"
+    );
+    let (written, ids) = records(&dir.path().join("items.jsonl"));
+    assert_eq!(written.len(), 12, "9, then 2 changed rows and 1 new");
+    assert_eq!(ids["3"], 2);
+    assert_eq!(ids["10"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_resumes_to_every_record_exactly_once() {
+    let mut api = Api::new(Style::Cursor, items(24));
+    api.page_size = 2;
+    api.delay = Duration::from_millis(30);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::Cursor, "");
+    for (pages, extra_ms) in [(1, 0), (2, 13), (3, 29)] {
+        let child = etl(dir.path(), &file, &[]).spawn().unwrap();
+        common::kill_after(child, pages, Duration::from_millis(extra_ms)).await;
+    }
+    let before = records(&dir.path().join("items.jsonl")).0.len();
+    assert!(
+        (2..24).contains(&before),
+        "the kills landed mid-run: {before}"
+    );
+    let finished = run(dir.path(), &file, &[]).await;
+    assert_eq!(finished.status.code(), Some(0), "{}", text(&finished));
+    let (written, ids) = records(&dir.path().join("items.jsonl"));
+    assert_eq!(written.len(), 24);
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+}
