@@ -55,13 +55,13 @@ pub use table::TableName;
 /// |---|---|
 /// | `content_key text PRIMARY KEY` | [`etl_core::content_key`] of the row |
 /// | `row jsonb NOT NULL` | the record's JSON |
-/// | `launch_id text` | [`Record::record_id`]: a launch's id (`NULL` for a type without one) |
+/// | `launch_id text` or `record_id text` | [`Record::record_id`] (`NULL` for a type without one), in the column [`Record::ID_COLUMN`] names: `launch_id` for launches |
 /// | `loaded_at timestamptz` | when the row was inserted |
 /// | `updated_at timestamptz` | [`Record::updated_at`]: a launch's `last_updated`, indexed |
 ///
 /// Rows may be of any [`Record`] type ([`etl_core::Row`] for launches).
-/// Beside the table, the view `<table>_current` holds one row per
-/// `launch_id`: the newest by `updated_at`, then by `loaded_at`.
+/// Beside the table, the view `<table>_current` holds one row per id: the
+/// newest by `updated_at`, then by `loaded_at`.
 ///
 /// ```sql
 /// SELECT launch_id, row -> 'Launches' ->> 'name' AS name, updated_at
@@ -92,6 +92,8 @@ pub use table::TableName;
 pub struct PostgresSink {
     url: String,
     table: TableName,
+    /// The table's id column (`launch_id` or `record_id`).
+    id_column: TableName,
     client: Mutex<Option<Client>>,
     rejects_table_ready: AtomicBool,
 }
@@ -107,14 +109,25 @@ impl std::fmt::Debug for PostgresSink {
 
 impl PostgresSink {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/db`) and
-    /// creates `table` if it does not exist. `table` must be a plain SQL
-    /// identifier (letters, digits, `_`; at most 63 bytes).
+    /// creates `table` if it does not exist, for launch rows: a new table's
+    /// id column is `launch_id` ([`PostgresSink::connect_as`] with
+    /// [`etl_core::Row`]). `table` must be a plain SQL identifier (letters,
+    /// digits, `_`; at most 63 bytes).
     pub async fn connect(url: &str, table: &str) -> Result<Self, EtlError> {
+        Self::connect_as::<etl_core::Row>(url, table).await
+    }
+
+    /// [`PostgresSink::connect`] for records of type `T`: a new table's id
+    /// column is named [`Record::ID_COLUMN`] (`record_id` unless `T` says
+    /// otherwise). A table that exists keeps its own id column, whatever
+    /// `T`, so the tables of earlier releases load as before.
+    pub async fn connect_as<T: Record>(url: &str, table: &str) -> Result<Self, EtlError> {
         let table = TableName::new(table)?;
         let client = open(url).await?;
-        table::prepare(&client, &table).await?;
+        let id_column = table::prepare(&client, &table, T::ID_COLUMN).await?;
         Ok(PostgresSink {
             url: url.to_string(),
+            id_column: TableName::new(&id_column)?,
             table,
             client: Mutex::new(Some(client)),
             rejects_table_ready: AtomicBool::new(false),
@@ -124,6 +137,11 @@ impl PostgresSink {
     /// The table this sink loads into.
     pub fn table(&self) -> &TableName {
         &self.table
+    }
+
+    /// The table's id column: where [`Record::record_id`] goes.
+    pub fn id_column(&self) -> &str {
+        self.id_column.as_str()
     }
 
     /// The content keys of every row in the table, for
@@ -235,12 +253,13 @@ impl<T: Record> Sink<T> for PostgresSink {
         // rows, in the same one round trip (BENCHMARKS.md section 6). ON
         // CONFLICT stays for the rows a concurrent writer inserts meanwhile.
         let sql = format!(
-            "INSERT INTO {t} (content_key, row, launch_id, updated_at) \
+            "INSERT INTO {t} (content_key, row, {id}, updated_at) \
              SELECT k, r::jsonb, i, u.t \
              FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS u(k, r, i, t) \
              WHERE NOT EXISTS (SELECT 1 FROM {t} WHERE content_key = u.k) \
              ON CONFLICT (content_key) DO NOTHING",
-            t = self.table.quoted()
+            t = self.table.quoted(),
+            id = self.id_column.quoted()
         );
         let mut slot = self.client.lock().await;
         let client = connected(&mut slot, &self.url).await?;

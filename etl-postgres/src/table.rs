@@ -51,14 +51,18 @@ impl TableName {
 }
 
 /// Creates the rows table if it is missing and brings it to this release's
-/// schema:
+/// schema, and returns the name of its id column:
 ///
 /// ```sql
-/// content_key text PRIMARY KEY, row jsonb NOT NULL, launch_id text,
+/// content_key text PRIMARY KEY, row jsonb NOT NULL, <id column> text,
 /// loaded_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz
-/// -- indexes: (updated_at), (launch_id, updated_at DESC NULLS LAST, loaded_at DESC)
-/// -- view <table>_current: the newest row of each launch_id
+/// -- indexes: (updated_at), (<id column>, updated_at DESC NULLS LAST, loaded_at DESC)
+/// -- view <table>_current: the newest row of each id
 /// ```
+///
+/// A new table's id column is `id_column`; a table that exists keeps the
+/// one it has (`launch_id` or `record_id`), so a table made by an earlier
+/// release loads as before.
 ///
 /// One catalog look when the table is already there (every run after the
 /// first): nothing that reads the rows. A table made by an earlier release
@@ -67,39 +71,72 @@ impl TableName {
 /// all in one transaction under the same advisory lock as the creation, so
 /// any number of processes may open it at once and exactly one upgrades it.
 /// No key changes.
-pub async fn prepare(client: &Client, table: &TableName) -> Result<(), EtlError> {
+pub async fn prepare(
+    client: &Client,
+    table: &TableName,
+    id_column: &str,
+) -> Result<String, EtlError> {
+    let id_column = TableName::new(id_column).map_err(|_| {
+        EtlError::InvalidInput(format!(
+            "id column {id_column:?}: not a plain SQL identifier"
+        ))
+    })?;
     let current = table.current().ok();
-    if is_ready(client, table, current.as_ref()).await? {
-        return Ok(());
+    if let (true, Some(id)) = ready(client, table, current.as_ref()).await? {
+        return Ok(id);
     }
+    let mut found = None;
     locked(client, table, async {
         client
             .batch_execute(&format!(
                 "CREATE TABLE IF NOT EXISTS {} (
                      content_key text PRIMARY KEY,
                      row jsonb NOT NULL,
-                     launch_id text,
+                     {} text,
                      loaded_at timestamptz NOT NULL DEFAULT now())",
-                table.quoted()
+                table.quoted(),
+                id_column.quoted()
             ))
             .await?;
+        let id = id_column_of(client, table)
+            .await?
+            .unwrap_or(id_column.as_str().to_owned());
+        let quoted = format!("\"{id}\"");
         // Under the lock: another process may have upgraded it while this
         // one waited.
         if !has_updated_at(client, table).await? {
-            upgrade(client, table).await?;
+            upgrade(client, table, &quoted).await?;
         }
         match &current {
-            Some(view) => create_view(client, table, view).await,
+            Some(view) => create_view(client, table, view, &quoted).await?,
             None => {
                 tracing::warn!(
                     table = table.as_str(),
                     "no <table>_current view: its name would be longer than 63 bytes"
                 );
-                Ok(())
             }
         }
+        found = Some(id);
+        Ok(())
     })
-    .await
+    .await?;
+    Ok(found.unwrap_or_else(|| id_column.as_str().to_owned()))
+}
+
+/// The table's id column, of those a release has made (`$1`: the quoted
+/// table name).
+const ID_COLUMN_OF: &str = "(SELECT attname::text FROM pg_attribute
+    WHERE attrelid = to_regclass($1) AND attname IN ('launch_id', 'record_id') AND NOT attisdropped
+    ORDER BY attname LIMIT 1)";
+
+async fn id_column_of(
+    client: &Client,
+    table: &TableName,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    let row = client
+        .query_one(&format!("SELECT {ID_COLUMN_OF}"), &[&table.quoted()])
+        .await?;
+    row.try_get(0)
 }
 
 /// Whether the table `$1` (quoted) has its `updated_at` column: a look at
@@ -107,21 +144,24 @@ pub async fn prepare(client: &Client, table: &TableName) -> Result<(), EtlError>
 const HAS_UPDATED_AT: &str = "EXISTS (SELECT 1 FROM pg_attribute
     WHERE attrelid = to_regclass($1) AND attname = 'updated_at' AND NOT attisdropped)";
 
-/// Whether the table, its `updated_at` column and its view all exist: one
-/// round trip to the catalog.
-async fn is_ready(
+/// Whether the table, its `updated_at` column and its view all exist, and
+/// its id column: one round trip to the catalog.
+async fn ready(
     client: &Client,
     table: &TableName,
     current: Option<&TableName>,
-) -> Result<bool, EtlError> {
+) -> Result<(bool, Option<String>), EtlError> {
     let view = current.map(TableName::quoted);
-    let sql =
-        format!("SELECT {HAS_UPDATED_AT} AND ($2::text IS NULL OR to_regclass($2) IS NOT NULL)");
+    let sql = format!(
+        "SELECT {HAS_UPDATED_AT} AND ($2::text IS NULL OR to_regclass($2) IS NOT NULL), {ID_COLUMN_OF}"
+    );
     let row = client
         .query_one(&sql, &[&table.quoted(), &view])
         .await
         .map_err(|e| errors::from_pg_plain(&e))?;
-    row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
+    let ready = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+    let id = row.try_get(1).map_err(|e| errors::from_pg_plain(&e))?;
+    Ok((ready, id))
 }
 
 async fn has_updated_at(client: &Client, table: &TableName) -> Result<bool, tokio_postgres::Error> {
@@ -138,7 +178,11 @@ async fn has_updated_at(client: &Client, table: &TableName) -> Result<bool, toki
 ///
 /// The indexes are named by PostgreSQL (`CREATE INDEX ON`): a name derived
 /// from a 63-byte table name would be cut, and could collide.
-async fn upgrade(client: &Client, table: &TableName) -> Result<(), tokio_postgres::Error> {
+async fn upgrade(
+    client: &Client,
+    table: &TableName,
+    id: &str,
+) -> Result<(), tokio_postgres::Error> {
     let t = table.quoted();
     client
         .batch_execute(&format!(
@@ -147,25 +191,26 @@ async fn upgrade(client: &Client, table: &TableName) -> Result<(), tokio_postgre
                 WHERE row -> 'Launches' ->> 'last_updated'
                       ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(\.[0-9]+)?(Z|\+00:00)$';
                CREATE INDEX ON {t} (updated_at);
-               CREATE INDEX ON {t} (launch_id, updated_at DESC NULLS LAST, loaded_at DESC);"#
+               CREATE INDEX ON {t} ({id}, updated_at DESC NULLS LAST, loaded_at DESC);"#
         ))
         .await
 }
 
-/// `<table>_current`: one row per `launch_id`, the newest by update time,
+/// `<table>_current`: one row per id (`id`, quoted), the newest by update time,
 /// then by load time (then by key, so the choice is the same every time).
 async fn create_view(
     client: &Client,
     table: &TableName,
     view: &TableName,
+    id: &str,
 ) -> Result<(), tokio_postgres::Error> {
     client
         .batch_execute(&format!(
             "CREATE OR REPLACE VIEW {view} AS
-             SELECT DISTINCT ON (launch_id) content_key, row, launch_id, updated_at, loaded_at
+             SELECT DISTINCT ON ({id}) content_key, row, {id}, updated_at, loaded_at
              FROM {t}
-             WHERE launch_id IS NOT NULL
-             ORDER BY launch_id, updated_at DESC NULLS LAST, loaded_at DESC, content_key",
+             WHERE {id} IS NOT NULL
+             ORDER BY {id}, updated_at DESC NULLS LAST, loaded_at DESC, content_key",
             view = view.quoted(),
             t = table.quoted()
         ))

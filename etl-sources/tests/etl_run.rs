@@ -421,3 +421,97 @@ async fn a_killed_run_resumes_to_every_record_exactly_once() {
     assert_eq!(written.len(), 24);
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
+
+/// Three `etl run` processes loading one API into one PostgreSQL table at
+/// once, then a fourth after a change upstream: every record once, and one
+/// row per id in `items_current`. Opt in with `ETL_PG_URL` and
+/// `--include-ignored` (`.ci/run` does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn three_concurrent_loaders_into_one_table_write_every_record_once() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let table = "etl_run_items_concurrent";
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table} CASCADE; DROP TABLE IF EXISTS {table}_rejects"
+        ))
+        .await
+        .unwrap();
+    let mut api = Api::new(Style::Offset, items(40));
+    api.delay = Duration::from_millis(5);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::Offset, "");
+    std::fs::write(dir.path().join("items.toml"), &file).unwrap();
+    let loader = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+        command
+            .arg("run")
+            .arg(dir.path().join("items.toml"))
+            .args(["--out", &pg, "--pg-table", table])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command.output()
+    };
+    let (a, b, c) = tokio::join!(loader(), loader(), loader());
+    let mut new = 0;
+    for output in [a, b, c] {
+        let output = output.unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        let out = String::from_utf8_lossy(&output.stdout).to_string();
+        let n: usize = out
+            .split(" new rows")
+            .next()
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        new += n;
+    }
+    assert_eq!(new, 40, "the three runs wrote 40 rows between them");
+
+    api.items.lock().unwrap()[0]["name"] = json!("item 1, renamed");
+    let output = loader().await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 new rows"),
+        "{}",
+        text(&output)
+    );
+
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT record_id), (SELECT count(*) FROM {table}_current), \
+                 (SELECT row ->> 'name' FROM {table}_current WHERE record_id = '1') FROM {table}"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, ids, current, name): (i64, i64, i64, String) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!((rows, ids, current), (41, 40, 40));
+    assert_eq!(name, "item 1, renamed", "the view shows the newest");
+    // The key is the JSONL file's for the same record.
+    let jsonl = run(dir.path(), &file, &[]).await;
+    assert_eq!(jsonl.status.code(), Some(0), "{}", text(&jsonl));
+    let line = std::fs::read_to_string(dir.path().join("items.jsonl")).unwrap();
+    let first = line.lines().next().unwrap();
+    let key = etl_core::content_id("json", first);
+    let held: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM {table} WHERE content_key = $1"),
+            &[&key],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 1, "the JSONL line's key is the table's");
+}

@@ -39,8 +39,14 @@ pub trait Record: Serialize + Send + Sync {
     /// byte (the separator of [`crate::content_id`]).
     const KIND: &'static str = "row";
 
+    /// What a sink with a column for [`Record::record_id`] names it
+    /// (`etl-postgres`, in a table it creates). `"record_id"` by default.
+    /// Must be a plain SQL identifier (letters, digits, `_`).
+    const ID_COLUMN: &'static str = "record_id";
+
     /// The record's own id, if it has one, kept beside it where a sink has
-    /// room (the `launch_id` column of `etl-postgres`). `None` by default.
+    /// room (the [`Record::ID_COLUMN`] column of `etl-postgres`). `None`
+    /// by default.
     fn record_id(&self) -> Option<String> {
         None
     }
@@ -56,6 +62,9 @@ pub trait Record: Serialize + Send + Sync {
 }
 
 impl Record for Row {
+    /// A launch's id: the column every release of `etl-postgres` has made.
+    const ID_COLUMN: &'static str = "launch_id";
+
     fn record_id(&self) -> Option<String> {
         match self {
             Row::Launches(launch) => Some(launch.id.clone()),

@@ -71,7 +71,7 @@ impl Output {
         rejects: Option<&Path>,
     ) -> Result<Self, EtlError> {
         if out.starts_with("postgres://") || out.starts_with("postgresql://") {
-            let store = PostgresSink::connect(out, pg_table).await?;
+            let store = PostgresSink::connect_as::<T>(out, pg_table).await?;
             Ok(Output::Postgres {
                 sink: IdempotentSink::bounded(store, PG_REMEMBERED_KEYS),
             })

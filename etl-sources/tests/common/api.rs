@@ -163,7 +163,9 @@ impl Respond for Api {
             // the client really went.
             let mut url = request.url.clone();
             if let Some(host) = request.headers.get("host").and_then(|h| h.to_str().ok()) {
-                url = format!("http://{host}{}", request.url.path()).parse().unwrap();
+                url = format!("http://{host}{}", request.url.path())
+                    .parse()
+                    .unwrap();
             }
             let kept: Vec<(String, String)> = request
                 .url
