@@ -515,3 +515,64 @@ async fn three_concurrent_loaders_into_one_table_write_every_record_once() {
         .get(0);
     assert_eq!(held, 1, "the JSONL line's key is the table's");
 }
+
+/// The source itself on tokio's paused clock: a 429's Retry-After in
+/// seconds and as an HTTP-date is waited out as asked, and the secret of
+/// `query` auth reaches the server on every request but no URL shown.
+#[tokio::test(start_paused = true)]
+async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_is_never_shown() {
+    use etl_sources::rest::{Pipeline, RestSource};
+    use etl_sources::{Source, SourceOptions};
+
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3));
+    let mut all = items(6);
+    all.push(json!({"name": "no id"}));
+    let api = Api::new(Style::NextUrl, all);
+    api.script.lock().unwrap().extend([
+        ResponseTemplate::new(429).insert_header("retry-after", "7"),
+        ResponseTemplate::new(429).insert_header("retry-after", date.as_str()),
+    ]);
+    let server = api.clone().serve().await;
+    let file = format!(
+        "{}[auth]\ntype = \"query\"\nname = \"api_key\"\nenv = \"K\"\n",
+        pipeline(&server.uri(), Style::NextUrl, "")
+    );
+    let pipeline = Pipeline::parse(&file, "items.toml", |_| Some("q-s3cret".into())).unwrap();
+    let options = SourceOptions {
+        timeout: None,
+        ..SourceOptions::default()
+    };
+    let mut source = RestSource::new(pipeline, options).unwrap();
+
+    let start = tokio::time::Instant::now();
+    let first = source.next_page().await.unwrap().unwrap();
+    let waited = start.elapsed();
+    // What the server asked: 7 s, then the date's 2 or 3 s (rounded up).
+    // The paused clock may run further while the runtime idles on a
+    // socket (hyper's pool timers), so the wait is bounded below only.
+    let asked = source.throttled();
+    assert!(
+        (Duration::from_secs(9)..=Duration::from_secs(10)).contains(&asked),
+        "{asked:?}"
+    );
+    assert!(waited >= asked, "waited {waited:?} of {asked:?}");
+    let second = source.next_page().await.unwrap().unwrap();
+    assert!(source.next_page().await.unwrap().is_none());
+    assert_eq!(first.rows.len() + second.rows.len(), 6);
+    assert_eq!(second.rejects.len(), 1);
+
+    for url in api.seen.lock().unwrap().iter() {
+        assert!(
+            url.query_pairs()
+                .any(|(k, v)| k == "api_key" && v == "q-s3cret"),
+            "{url}"
+        );
+    }
+    for shown in [
+        first.url.as_str(),
+        second.url.as_str(),
+        second.rejects[0].source.as_str(),
+    ] {
+        assert!(!shown.contains("q-s3cret"), "{shown}");
+    }
+}
