@@ -1,4 +1,5 @@
-//! Sources built on etl-core, and the runnable `launches` pipeline.
+//! Sources built on etl-core (Launch Library 2, and any JSON API), one
+//! pipeline for every source, and the runnable `launches` and `etl` commands.
 //!
 //! - [`Source`]: what the pipeline reads, page by page; implement it for an
 //!   API of your own and the runner below does the rest;
@@ -8,11 +9,15 @@
 //!   file or a PostgreSQL table ([`pipeline::Output`]), resumable and safe
 //!   to kill, with entries that do not read kept as rejects
 //!   ([`etl_core::JsonlRejects`]), incremental runs, progress and metrics;
-//! - [`replay`]: an in-process LL2-shaped server on 127.0.0.1, which the
-//!   binary serves its bundled dataset from when run offline;
-//! - [`cli`]: the `launches` command, options and run; [`metrics`]: what a
-//!   run counts beyond etl-core's metrics, and its Prometheus file;
-//!   [`progress`]: its progress bar on a terminal.
+//! - [`rest`]: any JSON API described in a TOML file ([`rest::Pipeline`]),
+//!   read by [`rest::RestSource`];
+//! - feature `cli` (default): the `launches` and `etl` binaries and what
+//!   only they need: `cli` (their options and runs), `progress` (a progress
+//!   bar on a terminal), `replay` (an in-process LL2-shaped server on
+//!   127.0.0.1, which they serve the bundled dataset from when run offline)
+//!   and the Prometheus exporter. [`metrics`] holds what a run counts beyond
+//!   etl-core's metrics. With `default-features = false`, the sources and
+//!   the pipeline build without clap, indicatif, the server or the exporter.
 //!
 //! ```no_run
 //! use etl_core::{IdempotentSink, JsonlRejects};
@@ -36,11 +41,14 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod cursor;
 pub mod metrics;
 pub mod pipeline;
+#[cfg(feature = "cli")]
 pub mod progress;
+#[cfg(feature = "cli")]
 pub mod replay;
 pub mod rest;
 mod source;

@@ -1,6 +1,6 @@
 //! The two commands, `launches` ([`Args`], [`run`]) and `etl run`
 //! ([`etl`]), here in the library so that tests can drive a run on tokio's
-//! paused clock. Both run one [`Job`]: the same output, cursor, progress
+//! paused clock. Both run one job: the same output, cursor, progress
 //! bar, summary, metrics file and exit codes for any [`Source`]. The
 //! binaries parse the arguments, set up logging ([`init_logging`]) and the
 //! metrics recorder ([`install_recorder`]), and call a `run`.
