@@ -576,3 +576,19 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_i
         assert!(!shown.contains("q-s3cret"), "{shown}");
     }
 }
+
+#[test]
+fn the_example_pipeline_files_read() {
+    use etl_sources::rest::{Paginate, Pipeline};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut styles = Vec::new();
+    for name in ["launch-library.toml", "github-issues.toml"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let pipeline = Pipeline::parse(&text, name, |_| Some("token".into()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(pipeline.check_incremental().is_ok(), "{name}");
+        styles.push(pipeline.paginate);
+    }
+    assert!(matches!(styles[0], Paginate::NextUrl { .. }));
+    assert_eq!(styles[1], Paginate::LinkHeader);
+}
