@@ -8,14 +8,15 @@
 //! this process or the next, and changed data is a new row.
 //!
 //! Its modules, each re-exported at the crate root: `record` ([`Record`]:
-//! any row type), `row` and `launch` ([`Row`], [`crate::Launch`]), `sink`
+//! any row type), `row` and [`launch`] ([`Row`], [`crate::Launch`]; the rest
+//! of the Launch Library model stays in [`launch`]), `sink`
 //! ([`crate::Sink`]), `idempotent` ([`IdempotentSink`]), `jsonl`
 //! ([`crate::JsonlSink`]), `reject` (entries that did not read), and
 //! `parallel` (per-row work on every core).
 
 mod idempotent;
 pub(crate) mod jsonl;
-pub(crate) mod launch;
+pub mod launch;
 mod parallel;
 pub(crate) mod record;
 pub(crate) mod reject;

@@ -113,7 +113,7 @@ pub use error::EtlError;
 pub use content::{
     content_key,
     jsonl::{read_content_keys, read_record_keys, JsonlSink},
-    launch::{Agency, Launch, Location, Mission, Orbit, Pad, Rocket, RocketConfiguration, Status},
+    launch::Launch,
     record::Record,
     reject::{JsonlRejects, Reject, RejectSink},
     row::Row,
