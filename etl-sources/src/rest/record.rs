@@ -4,7 +4,7 @@
 use etl_core::{Record, Reject};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::pointer::Pointer;
 
@@ -32,11 +32,19 @@ use super::pointer::Pointer;
 /// assert!(JsonRecord::read(r#"{"id": 1.5}"#, &id, None).unwrap_err().contains("/id"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct JsonRecord {
-    object: Map<String, Value>,
+    /// The object in canonical form, made once when it is read: the
+    /// content key hashes it and a sink writes it, as it is.
+    canonical: Box<RawValue>,
     id: String,
     updated_at: Option<String>,
+}
+
+impl PartialEq for JsonRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical.get() == other.canonical.get()
+    }
 }
 
 impl JsonRecord {
@@ -70,11 +78,11 @@ impl JsonRecord {
                 ))
             }
         };
-        let Value::Object(object) = doc else {
-            unreachable!("checked above")
-        };
+        // serde_json's map keeps its keys sorted (a test guards that), so
+        // the compact text of the value is its canonical form.
+        let canonical = serde_json::value::to_raw_value(&doc).map_err(|e| e.to_string())?;
         Ok(JsonRecord {
-            object,
+            canonical,
             id: id_text,
             updated_at,
         })
@@ -85,17 +93,18 @@ impl JsonRecord {
         &self.id
     }
 
-    /// The record itself.
-    pub fn object(&self) -> &Map<String, Value> {
-        &self.object
+    /// The record itself, as canonical JSON text: compact, keys sorted at
+    /// every level.
+    pub fn json(&self) -> &str {
+        self.canonical.get()
     }
 }
 
-/// The object, keys sorted at every level (serde_json's map keeps them
-/// sorted unless its `preserve_order` feature is on; a test guards that).
+/// The canonical text, written as it is (a `serde_json` serializer copies
+/// it; nothing is serialised again).
 impl Serialize for JsonRecord {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.object.serialize(serializer)
+        self.canonical.serialize(serializer)
     }
 }
 

@@ -1,0 +1,295 @@
+//! `etl run` against the same local JSON API as its peers (issue 21;
+//! BENCHMARKS.md section 13): 100,000 records in pages of 500, by next URL,
+//! into a JSONL file.
+//!
+//! ```sh
+//! cargo bench -p etl-sources --bench rest_throughput
+//! # with dlt's rest_api in the same run (pip install "dlt==1.31.*"):
+//! ETL_DLT_PYTHON=/path/to/venv/bin/python cargo bench -p etl-sources --bench rest_throughput
+//! ```
+//!
+//! - **the limit**: a bare loop in this process that GETs the same 200
+//!   pages with reqwest and parses nothing;
+//! - **`etl run`**: the release binary, a whole process as a user runs it,
+//!   under `/usr/bin/time` (GNU time) for its peak RSS, into a fresh file
+//!   each run; and once with `--max-pages 40` (20,000 records), so the RSS
+//!   can be seen flat in the number of pages;
+//! - **dlt 1.31**: `benches/dlt_rest_api.py` (its `rest_api` source, the
+//!   `json_link` paginator, the filesystem destination in JSONL), when
+//!   `ETL_DLT_PYTHON` names a Python that has dlt.
+//!
+//! The endpoint is an in-process hyper server on its own thread that
+//! answers from pages rendered before the clock starts, so it costs every
+//! contender the same and little. Not criterion: a figure is a whole process.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+const RECORDS: usize = 100_000;
+const PAGE: usize = 500;
+const RUNS: usize = 5;
+
+fn main() {
+    let pages = Arc::new(render_pages());
+    let addr = serve(pages.clone());
+    let first = format!("http://{addr}/items?page=1");
+    let bytes: usize = pages.iter().map(Bytes::len).sum();
+    println!(
+        "{RECORDS} records in {} pages of {PAGE}, {:.1} MB of JSON, served from {addr}",
+        pages.len(),
+        bytes as f64 / 1e6
+    );
+    println!("| contender | wall (median of runs) | records/s | peak RSS |");
+    println!("|---|---|---|---|");
+
+    let bare = median((0..RUNS).map(|_| bare_loop(addr, pages.len())).collect());
+    row(
+        "bare reqwest loop (GET only, no parse)",
+        bare,
+        RECORDS,
+        None,
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bench.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"items\"\nurl = \"{first}\"\nrecords = \"/results\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
+        ),
+    )
+    .unwrap();
+    let mut etl_runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl(&file, dir.path(), None)).collect();
+    let etl_wall = median(etl_runs.iter().map(|r| r.0).collect());
+    let etl_rss = etl_runs.iter().map(|r| r.1).max().unwrap_or(0);
+    row("`etl run` (process)", etl_wall, RECORDS, Some(etl_rss));
+    etl_runs = (0..RUNS)
+        .map(|_| etl(&file, dir.path(), Some(40)))
+        .collect();
+    let small_wall = median(etl_runs.iter().map(|r| r.0).collect());
+    let small_rss = etl_runs.iter().map(|r| r.1).max().unwrap_or(0);
+    row(
+        "`etl run --max-pages 40` (20k records)",
+        small_wall,
+        40 * PAGE,
+        Some(small_rss),
+    );
+
+    match std::env::var("ETL_DLT_PYTHON") {
+        Ok(python) => {
+            let runs: Vec<(f64, u64)> = (0..3).map(|_| dlt(&python, &first)).collect();
+            let wall = median(runs.iter().map(|r| r.0).collect());
+            let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+            row(
+                "dlt 1.31 rest_api (process, 3 runs)",
+                wall,
+                RECORDS,
+                Some(rss),
+            );
+            println!(
+                "\n`etl run`: {:.1}x dlt's records/s, {:.2}x the bare loop's",
+                wall / etl_wall,
+                bare / etl_wall
+            );
+        }
+        Err(_) => println!(
+            "\n`etl run`: {:.2}x the bare loop's records/s (set ETL_DLT_PYTHON for dlt)",
+            bare / etl_wall
+        ),
+    }
+}
+
+fn row(name: &str, wall: f64, records: usize, rss_kb: Option<u64>) {
+    let rss = rss_kb.map_or("-".to_string(), |kb| {
+        format!("{:.1} MB", kb as f64 / 1024.0)
+    });
+    println!(
+        "| {name} | {:.3} s | {:.0} | {rss} |",
+        wall,
+        records as f64 / wall
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Records of a realistic size (about 330 bytes of JSON): ids, names,
+/// nested objects, numbers, a timestamp.
+fn render_pages() -> Vec<Bytes> {
+    let records: Vec<serde_json::Value> = (0..RECORDS)
+        .map(|i| {
+            let status = ["Go", "TBD", "Hold", "Success"][i % 4];
+            json!({
+                "id": i,
+                "name": format!("item {i}"),
+                "status": {"id": i % 4, "name": status},
+                "price": (i as f64) * 0.37,
+                "tags": ["alpha", "beta", format!("t{}", i % 17)],
+                "owner": {"id": i % 101, "login": format!("user{}", i % 101), "site_admin": false},
+                "description": "A record of the benchmark: long enough to look like an API's text field.",
+                "updated_at": format!("2026-11-{:02}T{:02}:{:02}:{:02}Z", 1 + i % 28, i % 24, i % 60, (i / 60) % 60),
+            })
+        })
+        .collect();
+    let count = RECORDS.div_ceil(PAGE);
+    (0..count)
+        .map(|p| {
+            let next = (p + 1 < count).then(|| format!("/items?page={}", p + 2));
+            let body = json!({
+                "count": RECORDS,
+                "next": next,
+                "results": &records[p * PAGE..((p + 1) * PAGE).min(RECORDS)],
+            });
+            Bytes::from(serde_json::to_vec(&body).unwrap())
+        })
+        .collect()
+}
+
+/// Serves `/items?page=N` (1-based) from `pages` on a thread of its own.
+fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let pages = pages.clone();
+                tokio::spawn(async move {
+                    let service =
+                        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                            let page = req
+                                .uri()
+                                .query()
+                                .and_then(|q| q.strip_prefix("page="))
+                                .and_then(|n| n.parse::<usize>().ok())
+                                .unwrap_or(1);
+                            let body = pages.get(page - 1).cloned().unwrap_or_default();
+                            async move {
+                                let mut response = Response::new(Full::new(body));
+                                response.headers_mut().insert(
+                                    "content-type",
+                                    hyper::header::HeaderValue::from_static("application/json"),
+                                );
+                                Ok::<_, Infallible>(response)
+                            }
+                        });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// The limit: GET every page with reqwest, read the body, parse nothing.
+fn bare_loop(addr: SocketAddr, pages: usize) -> f64 {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        let start = Instant::now();
+        let mut bytes = 0;
+        for page in 1..=pages {
+            let body = client
+                .get(format!("http://{addr}/items?page={page}"))
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            bytes += body.len();
+        }
+        assert!(bytes > 0);
+        start.elapsed().as_secs_f64()
+    })
+}
+
+/// One `etl run` into a fresh file: wall seconds and peak RSS (KB).
+fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
+    let out = dir.join("items.jsonl");
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(dir.join("items.rejects.jsonl"));
+    let mut command = Command::new("/usr/bin/time");
+    command
+        .args([
+            "-f",
+            "cpu: %U %S\nmax-rss-kb: %M",
+            env!("CARGO_BIN_EXE_etl"),
+            "run",
+        ])
+        .arg(file)
+        .arg("--out")
+        .arg(&out)
+        .args(["--log-format", "json"]);
+    if let Some(n) = max_pages {
+        command.args(["--max-pages", &n.to_string()]);
+    }
+    let (wall, rss, stdout) = timed(command);
+    let expected = max_pages.map_or(RECORDS, |n| n as usize * PAGE);
+    assert!(
+        stdout.contains(&format!("{expected} new rows")),
+        "etl run: {stdout}"
+    );
+    (wall, rss)
+}
+
+/// One dlt run into a fresh directory: wall seconds and peak RSS (KB).
+fn dlt(python: &str, url: &str) -> (f64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
+    let mut command = Command::new("/usr/bin/time");
+    command
+        .args(["-f", "max-rss-kb: %M", python, script, url])
+        .arg(dir.path())
+        .env("RUNTIME__LOG_LEVEL", "WARNING");
+    let (wall, rss, stdout) = timed(command);
+    assert_eq!(stdout.trim(), RECORDS.to_string(), "dlt loaded: {stdout}");
+    (wall, rss)
+}
+
+fn timed(mut command: Command) -> (f64, u64, String) {
+    let start = Instant::now();
+    let output = command
+        .output()
+        .expect("GNU time at /usr/bin/time (Debian package `time`)");
+    let wall = start.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    if std::env::var_os("ETL_BENCH_CPU").is_some() {
+        eprintln!(
+            "{}",
+            stderr.lines().rev().take(2).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    let rss = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("max-rss-kb: "))
+        .and_then(|kb| kb.parse().ok())
+        .unwrap_or_else(|| panic!("no max RSS from /usr/bin/time: {stderr}"));
+    (wall, rss, stdout)
+}
