@@ -41,6 +41,7 @@ use url::{Origin, Url};
 use crate::source::{PageRead, Source};
 use crate::{wire, SourceOptions};
 use paginate::Pager;
+use pointer::Body;
 
 /// A JSON API read as its [`Pipeline`] file says.
 ///
@@ -239,18 +240,16 @@ impl Source for RestSource {
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
-        let doc: &RawValue = serde_json::from_str(text).map_err(|e| {
+        let page_body = Body::parse(text).map_err(|e| {
             not_a_page(format!(
                 "the body is not JSON ({e}); it starts {:?}",
                 etl_core::http::excerpt(&body)
             ))
         })?;
         let records = &self.pipeline.records;
-        let entries: Vec<&RawValue> = match records.find(doc) {
-            Ok(Some(found)) if found.get().trim_start().starts_with('[') => {
-                serde_json::from_str(found.get()).map_err(|e| not_a_page(e.to_string()))?
-            }
-            Ok(_) => return Err(not_a_page(format!("no array at `records` ({records:?})"))),
+        let entries: Vec<&RawValue> = match page_body.array_at(records) {
+            Ok(Some(entries)) => entries,
+            Ok(None) => return Err(not_a_page(format!("no array at `records` ({records:?})"))),
             Err(e) => return Err(not_a_page(e.to_string())),
         };
         let shown = url.to_string();
@@ -263,7 +262,7 @@ impl Source for RestSource {
         self.pages += 1;
         let step = self.pager.next(&paginate::Page {
             url: &url,
-            doc,
+            body: &page_body,
             link: link.as_deref(),
             entries: &entries,
         });

@@ -3,19 +3,20 @@
 
 use etl_core::EtlError;
 use serde_json::value::RawValue;
+use serde_json::Value;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
 use url::Url;
 
 use super::config::Paginate;
-use super::pointer::Pointer;
+use super::pointer::{Body, Pointer};
 
 /// What a page tells the pager.
 pub(crate) struct Page<'a> {
     /// The page's URL: relative next URLs and Links resolve against it.
     pub url: &'a Url,
-    /// The body.
-    pub doc: &'a RawValue,
+    /// The body, its top level read.
+    pub body: &'a Body<'a>,
     /// The `Link` header, its values joined.
     pub link: Option<&'a str>,
     /// The entries at `records`.
@@ -243,35 +244,31 @@ fn with(base: &Url, set: &[(&str, &str)]) -> Url {
 /// The string (or number, as its digits) at `pointer`; `None` for null,
 /// `""` or nothing there.
 fn text_at(pointer: &Pointer, page: &Page<'_>, key: &str) -> Result<Option<String>, EtlError> {
-    let found = pointer
-        .find(page.doc)
-        .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
-    let Some(found) = found else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<serde_json::Value>(found.get()) {
-        Ok(serde_json::Value::Null) => Ok(None),
-        Ok(serde_json::Value::String(s)) => Ok((!s.is_empty()).then_some(s)),
-        Ok(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
-        _ => Err(EtlError::Parse(format!(
-            "{}: `{key}` ({pointer}) is neither a string nor null: {}",
-            page.url,
-            found.get()
+    match value_at(pointer, page)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok((!s.is_empty()).then_some(s)),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(EtlError::Parse(format!(
+            "{}: `{key}` ({pointer}) is neither a string nor null: {other}",
+            page.url
         ))),
     }
 }
 
 /// The non-negative integer at `pointer`, if one is there.
 fn number_at(pointer: &Pointer, page: &Page<'_>, key: &str) -> Result<Option<u64>, EtlError> {
-    let found = pointer
-        .find(page.doc)
-        .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
-    match found.map(|f| serde_json::from_str::<serde_json::Value>(f.get())) {
-        None | Some(Ok(serde_json::Value::Null)) => Ok(None),
-        Some(Ok(serde_json::Value::Number(n))) if n.as_u64().is_some() => Ok(n.as_u64()),
+    match value_at(pointer, page)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
         Some(other) => Err(EtlError::Parse(format!(
-            "{}: `{key}` ({pointer}) is not a non-negative integer: {other:?}",
+            "{}: `{key}` ({pointer}) is not a non-negative integer: {other}",
             page.url
         ))),
     }
+}
+
+fn value_at(pointer: &Pointer, page: &Page<'_>) -> Result<Option<Value>, EtlError> {
+    page.body
+        .value_at(pointer)
+        .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))
 }

@@ -1,6 +1,8 @@
 //! [`Pointer`]: a JSON Pointer (RFC 6901), checked when the file is read,
-//! looked up in a page's text without building the page as a tree.
+//! looked up in a page's text ([`Body`]) without building the page as a
+//! tree.
 
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -89,29 +91,146 @@ impl Pointer {
         })
     }
 
-    /// The value it points at in the JSON text `doc`, as text: each level
-    /// is read as a map or list of unparsed values, so only the path is
-    /// walked. `None` when nothing is there; an error only for a level
-    /// that is not JSON.
-    pub fn find<'a>(&self, doc: &'a RawValue) -> Result<Option<&'a RawValue>, serde_json::Error> {
-        let mut node = doc;
-        for token in &self.tokens {
-            let text = node.get().trim_start();
-            let next = if text.starts_with('{') {
-                let map: HashMap<Cow<'a, str>, &'a RawValue> = serde_json::from_str(node.get())?;
-                map.get(token.as_str()).copied()
-            } else if text.starts_with('[') {
-                let items: Vec<&'a RawValue> = serde_json::from_str(node.get())?;
-                index(token).and_then(|i| items.get(i).copied())
-            } else {
-                None
+    /// The value it points at in `body`, as text: below the body's top
+    /// level (read once), each level is read as a map or list of unparsed
+    /// values, so only the path is walked. `None` when nothing is there;
+    /// an error only for a level that is not JSON.
+    pub(crate) fn find<'a>(&self, body: &Body<'a>) -> Result<Option<Node<'a>>, serde_json::Error> {
+        let Some((first, rest)) = self.tokens.split_first() else {
+            return Ok(Some(Node::Top));
+        };
+        let mut node = match &body.top {
+            Top::Object(map) => map.get(first.as_str()).copied(),
+            Top::Array(items) => index(first).and_then(|i| items.get(i).copied()),
+            Top::Scalar => None,
+        };
+        for token in rest {
+            let Some(here) = node else {
+                return Ok(None);
             };
-            match next {
-                Some(next) => node = next,
-                None => return Ok(None),
+            node = step(here, token)?;
+        }
+        Ok(node.map(Node::Raw))
+    }
+}
+
+/// One level down from `node` by `token`.
+fn step<'a>(node: &'a RawValue, token: &str) -> Result<Option<&'a RawValue>, serde_json::Error> {
+    let text = node.get().trim_start();
+    Ok(if text.starts_with('{') {
+        let map: HashMap<Cow<'a, str>, &'a RawValue> = serde_json::from_str(node.get())?;
+        map.get(token).copied()
+    } else if text.starts_with('[') {
+        let items: Vec<&'a RawValue> = serde_json::from_str(node.get())?;
+        index(token).and_then(|i| items.get(i).copied())
+    } else {
+        None
+    })
+}
+
+/// A page's body with its top level read, once: the whole text checked to
+/// be JSON, the members of a top-level object (or the entries of a
+/// top-level array) kept as unparsed text for the pointers that follow.
+pub(crate) struct Body<'a> {
+    top: Top<'a>,
+}
+
+enum Top<'a> {
+    Object(HashMap<Cow<'a, str>, &'a RawValue>),
+    Array(Vec<&'a RawValue>),
+    Scalar,
+}
+
+/// What a pointer found: the whole body, or a value in it.
+pub(crate) enum Node<'a> {
+    Top,
+    Raw(&'a RawValue),
+}
+
+impl<'a> Body<'a> {
+    /// Reads `text`'s top level; an error when `text` is not JSON.
+    pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
+        let top = serde_json::from_str(text)?;
+        Ok(Body { top })
+    }
+
+    /// The entries of the array at `pointer`; `None` when there is none.
+    pub fn array_at(
+        &self,
+        pointer: &Pointer,
+    ) -> Result<Option<Vec<&'a RawValue>>, serde_json::Error> {
+        match pointer.find(self)? {
+            Some(Node::Top) => Ok(match &self.top {
+                Top::Array(items) => Some(items.clone()),
+                _ => None,
+            }),
+            Some(Node::Raw(raw)) if raw.get().trim_start().starts_with('[') => {
+                serde_json::from_str(raw.get()).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The value at `pointer`, parsed (for small values: a next URL, a
+    /// cursor, a count); `None` when nothing is there.
+    pub fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
+        match pointer.find(self)? {
+            None => Ok(None),
+            Some(Node::Raw(raw)) => serde_json::from_str(raw.get()).map(Some),
+            // The whole body is never a next URL or a count.
+            Some(Node::Top) => Ok(None),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TopVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+        impl<'de: 'a, 'a> Visitor<'de> for TopVisitor<'a> {
+            type Value = Top<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON document")
+            }
+
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Top<'a>, M::Error> {
+                let mut members = HashMap::new();
+                while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                    members.insert(k, v);
+                }
+                Ok(Top::Object(members))
+            }
+
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Top<'a>, S::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<&'de RawValue>()? {
+                    items.push(item);
+                }
+                Ok(Top::Array(items))
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
+            }
+            fn visit_unit<E>(self) -> Result<Top<'a>, E> {
+                Ok(Top::Scalar)
             }
         }
-        Ok(Some(node))
+
+        deserializer.deserialize_any(TopVisitor(std::marker::PhantomData))
     }
 }
 
@@ -133,8 +252,8 @@ mod tests {
         // RFC 6901 section 5.
         let doc = json!({"foo": ["bar", "baz"], "": 0, "a/b": 1, "c%d": 2, "e^f": 3,
             "g|h": 4, "i\\j": 5, "k\"l": 6, " ": 7, "m~n": 8});
-        let raw = serde_json::to_string(&doc).unwrap();
-        let raw: &RawValue = serde_json::from_str(&raw).unwrap();
+        let text = serde_json::to_string(&doc).unwrap();
+        let body = Body::parse(&text).unwrap();
         for (p, want) in [
             ("", doc.clone()),
             ("/foo", json!(["bar", "baz"])),
@@ -151,14 +270,44 @@ mod tests {
         ] {
             let pointer = Pointer::parse(p).unwrap();
             assert_eq!(pointer.get(&doc), Some(&want), "{p}");
-            let found: Value =
-                serde_json::from_str(pointer.find(raw).unwrap().unwrap().get()).unwrap();
+            let found = match pointer.find(&body).unwrap().unwrap() {
+                Node::Top => doc.clone(),
+                Node::Raw(raw) => serde_json::from_str(raw.get()).unwrap(),
+            };
             assert_eq!(found, want, "{p}");
         }
         for missing in ["/foo/2", "/foo/01", "/foo/-", "/nope", "/foo/0/x"] {
             let pointer = Pointer::parse(missing).unwrap();
             assert_eq!(pointer.get(&doc), None, "{missing}");
-            assert!(pointer.find(raw).unwrap().is_none(), "{missing}");
+            assert!(pointer.find(&body).unwrap().is_none(), "{missing}");
+        }
+    }
+
+    #[test]
+    fn a_body_gives_its_array_and_values_or_says_it_is_not_json() {
+        let whole = Pointer::parse("").unwrap();
+        let data = Pointer::parse("/data").unwrap();
+        let next = Pointer::parse("/meta/next").unwrap();
+        let body = Body::parse(r#"[{"id":1}, 2]"#).unwrap();
+        let entries = body.array_at(&whole).unwrap().unwrap();
+        assert_eq!(
+            entries.iter().map(|e| e.get()).collect::<Vec<_>>(),
+            [r#"{"id":1}"#, "2"]
+        );
+        assert!(body.array_at(&data).unwrap().is_none());
+        let body = Body::parse(r#"{"data": {"x": []}, "meta": {"next": "/p2"}}"#).unwrap();
+        assert!(
+            body.array_at(&data).unwrap().is_none(),
+            "an object is not the array"
+        );
+        assert!(body.array_at(&whole).unwrap().is_none());
+        assert_eq!(
+            body.value_at(&next).unwrap(),
+            Some(serde_json::json!("/p2"))
+        );
+        assert_eq!(Body::parse("3").unwrap().value_at(&next).unwrap(), None);
+        for bad in ["", "<html>", r#"{"data": [1,}"#, r#"{"a": 1} x"#] {
+            assert!(Body::parse(bad).is_err(), "{bad:?}");
         }
     }
 
