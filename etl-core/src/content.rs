@@ -12,7 +12,7 @@
 //! of the Launch Library model stays in [`launch`]), `sink`
 //! ([`crate::Sink`]), `idempotent` ([`IdempotentSink`]), `jsonl`
 //! ([`crate::JsonlSink`]), `reject` (entries that did not read), and
-//! `parallel` (per-row work on every core).
+//! `parallel` (per-row work on every core, [`par_map`]).
 
 mod idempotent;
 pub(crate) mod jsonl;
@@ -26,6 +26,7 @@ pub(crate) mod sink;
 mod test_log;
 
 pub use idempotent::IdempotentSink;
+pub use parallel::par_map;
 
 use sha2::{Digest as _, Sha256};
 use std::io;
