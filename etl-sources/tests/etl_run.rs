@@ -110,9 +110,14 @@ async fn every_pagination_style_loads_every_record_once_and_a_rerun_writes_nothi
 async fn a_429_and_a_503_are_waited_out_and_bearer_auth_stays_secret() {
     let mut api = Api::new(Style::NextUrl, items(6));
     api.token = Some("s3cret-t0ken".into());
+    // A 503 (backoff: 1 s), a 429 in seconds (1 s), then a 429 whose
+    // HTTP-date lies about 2 s past the time it is sent: the run waits the
+    // server's time for both 429s.
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(4));
     api.script.lock().unwrap().extend([
-        ResponseTemplate::new(429).insert_header("retry-after", "1"),
         ResponseTemplate::new(503).set_body_string("down for a moment"),
+        ResponseTemplate::new(429).insert_header("retry-after", "1"),
+        ResponseTemplate::new(429).insert_header("retry-after", date.as_str()),
     ]);
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
@@ -132,9 +137,14 @@ async fn a_429_and_a_503_are_waited_out_and_bearer_auth_stays_secret() {
         stderr.contains("rate limited") && stderr.contains("HTTP 503"),
         "{stderr}"
     );
+    assert_eq!(
+        stderr.matches("retry_after=true").count(),
+        2,
+        "both 429s waited the server's time: {stderr}"
+    );
     assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 6);
-    // Two pages of 4, plus the two failures.
-    assert_eq!(api.requests(), 4);
+    // Two pages of 4, plus the three failures.
+    assert_eq!(api.requests(), 5);
     for place in [
         text(&output),
         std::fs::read_to_string(dir.path().join("items.jsonl")).unwrap(),
@@ -226,6 +236,41 @@ async fn a_next_link_to_another_origin_is_refused_before_any_request_goes_there(
         4,
         "the first page stays written"
     );
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_refused_and_names_it() {
+    let elsewhere = Api::new(Style::NextUrl, items(2));
+    let other = elsewhere.clone().serve().await;
+    let api = Api::new(Style::NextUrl, items(8));
+    api.script.lock().unwrap().push_back(
+        ResponseTemplate::new(302)
+            .insert_header("location", format!("{}/items", other.uri()).as_str()),
+    );
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
+    );
+    let output = etl(dir.path(), &file, &[])
+        .env("ITEMS_TOKEN", "tok")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains(&format!("redirect to {}", other.uri())),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(
+        elsewhere.requests(),
+        0,
+        "no request went to the other origin"
+    );
+    assert_eq!(api.requests(), 1, "refused, not retried");
 }
 
 #[tokio::test]
