@@ -117,10 +117,10 @@ impl Keyset {
     fn url(&self) -> Url {
         let mut url = self.base.clone();
         if let Some(cursor) = &self.cursor {
-            set_query(&mut url, "last_updated__gte", cursor);
+            wire::set_query(&mut url, &[], &[("last_updated__gte", cursor)]);
         }
         if self.offset > 0 {
-            set_query(&mut url, "offset", &self.offset.to_string());
+            wire::set_query(&mut url, &[], &[("offset", &self.offset.to_string())]);
         }
         url
     }
@@ -160,7 +160,7 @@ impl SpaceDevsSource {
             )));
         }
         if let Some(limit) = options.limit {
-            set_query(&mut url, "limit", &limit.to_string());
+            wire::set_query(&mut url, &[], &[("limit", &limit.to_string())]);
         }
         let origin = url.origin();
 
@@ -204,7 +204,7 @@ impl SpaceDevsSource {
                 let Some(mut base) = self.next.take() else {
                     return;
                 };
-                set_query(&mut base, "ordering", "last_updated");
+                wire::set_query(&mut base, &[], &[("ordering", "last_updated")]);
                 Keyset {
                     base,
                     cursor: since,
@@ -388,18 +388,6 @@ impl Source for SpaceDevsSource {
     fn stored_updated_at(&self, stored: &str) -> Option<String> {
         crate::cursor::launch_updated_at(stored)
     }
-}
-
-fn set_query(url: &mut Url, key: &str, value: &str) {
-    let kept: Vec<(String, String)> = url
-        .query_pairs()
-        .filter(|(k, _)| k != key)
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    url.query_pairs_mut()
-        .clear()
-        .extend_pairs(kept)
-        .append_pair(key, value);
 }
 
 #[cfg(test)]

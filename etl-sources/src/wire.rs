@@ -27,7 +27,12 @@ pub fn client(
         .default_headers(headers)
         .redirect(redirect::Policy::custom(move |attempt| {
             if attempt.url().origin() != redirect_origin {
-                let to = attempt.url().origin().ascii_serialization();
+                // Origin and path only: a query may carry a secret.
+                let to = format!(
+                    "{}{}",
+                    attempt.url().origin().ascii_serialization(),
+                    attempt.url().path()
+                );
                 attempt.error(format!("redirect to {to} leaves the base URL's origin"))
             } else if attempt.previous().len() >= 5 {
                 attempt.error("more than 5 redirects")
@@ -144,6 +149,41 @@ pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) ->
         }
         _ => error,
     }
+}
+
+/// Sets `set` in `url`'s query: every parameter of those names (and of
+/// the names in `drop`) goes, the rest keep their order, and `set` follows.
+/// An empty query is removed (`?` and all). With nothing to set and none
+/// of `drop` there, `url` is left exactly as it is (a server's own
+/// encoding kept).
+///
+/// ```
+/// use etl_sources::wire::set_query;
+///
+/// let mut url = url::Url::parse("http://x/p?limit=5&mode=list&key=s").unwrap();
+/// set_query(&mut url, &["key"], &[("limit", "20")]);
+/// assert_eq!(url.as_str(), "http://x/p?mode=list&limit=20");
+/// set_query(&mut url, &["mode", "limit"], &[]);
+/// assert_eq!(url.as_str(), "http://x/p");
+/// ```
+pub fn set_query(url: &mut Url, drop: &[&str], set: &[(&str, &str)]) {
+    if set.is_empty() && !url.query_pairs().any(|(k, _)| drop.contains(&&*k)) {
+        return;
+    }
+    let gone = |k: &str| drop.contains(&k) || set.iter().any(|(name, _)| *name == k);
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| !gone(k))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if kept.is_empty() && set.is_empty() {
+        url.set_query(None);
+        return;
+    }
+    url.query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .extend_pairs(set.iter().copied());
 }
 
 /// Waits longer than this are announced on their own line.

@@ -44,6 +44,18 @@ async fn run(dir: &Path, file: &str, args: &[&str]) -> Output {
     etl(dir, file, args).output().await.unwrap()
 }
 
+/// The `[auth]` of a bearer token in `ITEMS_TOKEN`.
+const BEARER: &str = "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n";
+
+/// [`run`] with `ITEMS_TOKEN` set to `token`.
+async fn run_with_token(dir: &Path, file: &str, token: &str) -> Output {
+    etl(dir, file, &[])
+        .env("ITEMS_TOKEN", token)
+        .output()
+        .await
+        .unwrap()
+}
+
 fn text(output: &Output) -> String {
     format!(
         "exit {:?}\nstdout: {}\nstderr: {}",
@@ -121,16 +133,8 @@ async fn a_429_and_a_503_are_waited_out_and_bearer_auth_stays_secret() {
     ]);
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        &server.uri(),
-        Style::NextUrl,
-        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
-    );
-    let output = etl(dir.path(), &file, &[])
-        .env("ITEMS_TOKEN", "s3cret-t0ken")
-        .output()
-        .await
-        .unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, BEARER);
+    let output = run_with_token(dir.path(), &file, "s3cret-t0ken").await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -209,16 +213,8 @@ async fn a_next_link_to_another_origin_is_refused_before_any_request_goes_there(
     api.next_override = Some(format!("{}/items?offset=4", other.uri()));
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        &server.uri(),
-        Style::NextUrl,
-        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
-    );
-    let output = etl(dir.path(), &file, &[])
-        .env("ITEMS_TOKEN", "tok")
-        .output()
-        .await
-        .unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, BEARER);
+    let output = run_with_token(dir.path(), &file, "tok").await;
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let other_origin = other.uri();
     assert!(
@@ -249,16 +245,8 @@ async fn a_redirect_to_another_origin_is_refused_and_names_it() {
     );
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        &server.uri(),
-        Style::NextUrl,
-        "[auth]\ntype = \"bearer\"\nenv = \"ITEMS_TOKEN\"\n",
-    );
-    let output = etl(dir.path(), &file, &[])
-        .env("ITEMS_TOKEN", "tok")
-        .output()
-        .await
-        .unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, BEARER);
+    let output = run_with_token(dir.path(), &file, "tok").await;
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     assert!(
         text(&output).contains(&format!("redirect to {}", other.uri())),

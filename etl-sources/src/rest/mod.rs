@@ -269,7 +269,7 @@ impl Source for RestSource {
         self.next = match step {
             Ok(next) => next.map(|mut next| {
                 if let Some(param) = self.secret_param() {
-                    strip_param(&mut next, param);
+                    wire::set_query(&mut next, &[param], &[]);
                 }
                 next
             }),
@@ -314,21 +314,5 @@ impl Source for RestSource {
         let pointer = self.pipeline.updated_at.as_ref()?;
         let doc: Value = serde_json::from_str(stored).ok()?;
         pointer.get(&doc)?.as_str().map(str::to_owned)
-    }
-}
-
-/// Removes every `param=` from `url`'s query.
-fn strip_param(url: &mut Url, param: &str) {
-    if !url.query_pairs().any(|(k, _)| k == param) {
-        return;
-    }
-    let kept: Vec<(String, String)> = url
-        .query_pairs()
-        .filter(|(k, _)| k != param)
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    url.query_pairs_mut().clear().extend_pairs(kept);
-    if url.query() == Some("") {
-        url.set_query(None);
     }
 }

@@ -229,15 +229,7 @@ impl Pager {
 /// `base` with these query parameters set (replacing any of the same name).
 fn with(base: &Url, set: &[(&str, &str)]) -> Url {
     let mut url = base.clone();
-    let kept: Vec<(String, String)> = base
-        .query_pairs()
-        .filter(|(k, _)| !set.iter().any(|(name, _)| k == name))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    url.query_pairs_mut()
-        .clear()
-        .extend_pairs(kept)
-        .extend_pairs(set.iter().copied());
+    crate::wire::set_query(&mut url, &[], set);
     url
 }
 
