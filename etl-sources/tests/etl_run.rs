@@ -625,3 +625,58 @@ fn the_example_pipeline_files_read() {
     assert!(matches!(styles[0], Paginate::NextUrl { .. }));
     assert_eq!(styles[1], Paginate::LinkHeader);
 }
+
+#[tokio::test]
+async fn metrics_file_and_json_logs_are_those_of_launches_and_hold_no_secret() {
+    let api = Api::new(Style::Offset, items(10));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let prom = dir.path().join("items.prom");
+    let file = pipeline(&server.uri(), Style::Offset, BEARER)
+        .replace("type = \"bearer\"", "type = \"query\"\nname = \"key\"");
+    let output = etl(
+        dir.path(),
+        &file,
+        &[
+            "--metrics-file",
+            prom.to_str().unwrap(),
+            "--log-format",
+            "json",
+        ],
+    )
+    .env("ITEMS_TOKEN", "m-s3cret")
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    // Every stderr line is one JSON object; the last is the run's summary.
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let done = events.last().unwrap();
+    assert_eq!(done["fields"]["message"], "done");
+    assert_eq!(
+        (
+            done["fields"]["pages"].as_u64(),
+            done["fields"]["new"].as_u64()
+        ),
+        (Some(3), Some(10))
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(metrics.contains("etl_pages_total 3"), "{metrics}");
+    assert!(
+        metrics.contains("etl_sink_rows_total{outcome=\"new\"} 10"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("etl_run_success 1"), "{metrics}");
+    for place in [metrics, text(&output)] {
+        assert!(!place.contains("m-s3cret"), "{place}");
+    }
+    assert!(api
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|u| u.query_pairs().any(|(k, v)| k == "key" && v == "m-s3cret")));
+}

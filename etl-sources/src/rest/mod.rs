@@ -171,7 +171,7 @@ impl RestSource {
     /// One page's body and `Link` header: the whole request and status
     /// check is one attempt.
     #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
-    async fn fetch(&self, url: &Url) -> Result<(Bytes, Option<String>), EtlError> {
+    async fn fetch_page(&self, url: &Url) -> Result<(Bytes, Option<String>), EtlError> {
         let mut request = match &self.pipeline.auth {
             Some(Auth::Query { name, secret }) => {
                 let mut with_secret = url.clone();
@@ -236,7 +236,7 @@ impl Source for RestSource {
                 self.origin.ascii_serialization()
             )));
         }
-        let (body, link) = self.fetch(&url).await?;
+        let (body, link) = self.fetch_page(&url).await?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
