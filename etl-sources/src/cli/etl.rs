@@ -5,9 +5,8 @@
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use super::{report_error, Job, LogFormat, EXIT_USAGE};
+use super::{report_error, Job, LogFormat, RunFlags, EXIT_USAGE};
 use crate::replay::{Replay, ReplayServer};
 use crate::rest::{Pipeline, RestSource};
 use crate::SourceOptions;
@@ -69,39 +68,20 @@ pub struct Flags {
     #[arg(long)]
     pub incremental: bool,
 
-    /// Stop after this many pages.
-    #[arg(long)]
-    pub max_pages: Option<u32>,
-
-    /// The longest server-requested wait (429 Retry-After) to sit out, e.g.
-    /// 10m; a longer one ends the run with an error naming the wait.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub max_retry_after: Option<Duration>,
-
-    /// Timeout of one request, in seconds (0: none).
-    #[arg(long, default_value_t = 30)]
-    pub timeout_secs: u64,
-
-    /// At the end of the run, write its metrics to this file (Prometheus
-    /// text format), replaced atomically. A path that cannot be written is
-    /// a usage error (exit 2) before any request.
-    #[arg(long)]
-    pub metrics_file: Option<PathBuf>,
-
-    /// How stderr's log lines are written: `text` or `json`.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// The flags every command shares.
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 impl Etl {
     /// The log format the command asks for.
     pub fn log_format(&self) -> LogFormat {
-        self.flags().log_format
+        self.flags().run.log_format
     }
 
     /// Whether a metrics file is asked for.
     pub fn wants_metrics(&self) -> bool {
-        self.flags().metrics_file.is_some()
+        self.flags().run.metrics_file.is_some()
     }
 
     fn flags(&self) -> &Flags {
@@ -143,7 +123,7 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
             }
             Err(e) => {
                 report_error(
-                    flags.log_format,
+                    flags.run.log_format,
                     super::EXIT_FAILED,
                     &format!("cannot start the offline server on 127.0.0.1: {e}"),
                 );
@@ -159,7 +139,7 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     }) {
         Ok(pipeline) => pipeline,
         Err(e) => {
-            report_error(flags.log_format, EXIT_USAGE, &e.to_string());
+            report_error(flags.run.log_format, EXIT_USAGE, &e.to_string());
             return EXIT_USAGE;
         }
     };
@@ -168,14 +148,14 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         pg_table: (flags.pg_table.clone()).unwrap_or_else(|| pipeline.name.clone()),
         rejects: flags.rejects.clone(),
         incremental: flags.incremental,
-        max_pages: flags.max_pages,
-        metrics_file: flags.metrics_file.clone(),
-        log_format: flags.log_format,
+        max_pages: flags.run.max_pages,
+        metrics_file: flags.run.metrics_file.clone(),
+        log_format: flags.run.log_format,
         noun: "records",
     };
     let options = SourceOptions {
-        timeout: (flags.timeout_secs > 0).then(|| Duration::from_secs(flags.timeout_secs)),
-        max_retry_after: flags.max_retry_after,
+        timeout: flags.run.timeout(),
+        max_retry_after: flags.run.max_retry_after,
         ..SourceOptions::default()
     };
     let source = async move {

@@ -3,9 +3,8 @@
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use super::{Job, LogFormat};
+use super::{Job, RunFlags};
 use crate::replay::{Replay, ReplayServer};
 use crate::{SourceOptions, SpaceDevsSource};
 
@@ -55,27 +54,13 @@ pub struct Args {
     )]
     pub rejects: Option<PathBuf>,
 
-    /// The longest server-requested wait (429 Retry-After) to sit out, e.g.
-    /// 10m; a longer one ends the run with an error naming the wait
-    /// [default: every wait is honoured].
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub max_retry_after: Option<Duration>,
-
     /// Page size (the API's `limit`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub limit: Option<u32>,
 
-    /// Stop after this many pages.
-    #[arg(long)]
-    pub max_pages: Option<u32>,
-
     /// API key, sent as `Authorization: Token <key>` to the base URL's origin only.
     #[arg(long, env = "LL2_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-
-    /// Timeout of one request, in seconds (0: none).
-    #[arg(long, default_value_t = 30)]
-    pub timeout_secs: u64,
 
     /// Ask only for what changed: launches updated at or after the newest
     /// `last_updated` already in the output, oldest change first. A killed
@@ -83,17 +68,10 @@ pub struct Args {
     #[arg(long)]
     pub incremental: bool,
 
-    /// At the end of the run (whatever its exit status), write the run's
-    /// metrics to this file in the Prometheus text format, for the
-    /// node_exporter textfile collector; replaced atomically. A path that
-    /// cannot be written is a usage error (exit 2) before any request.
-    #[arg(long)]
-    pub metrics_file: Option<PathBuf>,
-
-    /// How stderr's log lines are written: `text` for a person, `json` (one
-    /// JSON object a line, the run's summary included) for a log pipeline.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// The flags every command shares: `--max-retry-after`, `--max-pages`,
+    /// `--timeout-secs`, `--metrics-file`, `--log-format`.
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 /// One whole run: checks the metrics file can be written (exit 2 if not,
@@ -107,9 +85,9 @@ pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
         pg_table: args.pg_table.clone(),
         rejects: args.rejects.clone(),
         incremental: args.incremental,
-        max_pages: args.max_pages,
-        metrics_file: args.metrics_file.clone(),
-        log_format: args.log_format,
+        max_pages: args.run.max_pages,
+        metrics_file: args.run.metrics_file.clone(),
+        log_format: args.run.log_format,
         noun: "launches",
     };
     job.execute(metrics, source(args)).await
@@ -133,8 +111,8 @@ async fn source(args: &Args) -> Result<(SpaceDevsSource, Option<ReplayServer>), 
     let options = SourceOptions {
         limit: args.limit,
         api_key: args.api_key.clone(),
-        timeout: (args.timeout_secs > 0).then(|| Duration::from_secs(args.timeout_secs)),
-        max_retry_after: args.max_retry_after,
+        timeout: args.run.timeout(),
+        max_retry_after: args.run.max_retry_after,
         incremental: false,
         since: None,
     };

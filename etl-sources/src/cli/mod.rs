@@ -10,7 +10,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::future::Future;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::pipeline::{Output, Summary};
 use crate::{progress, Source};
@@ -29,6 +29,43 @@ pub enum LogFormat {
     /// One JSON object a line: timestamp, level, target, message and the
     /// event's fields. Never a progress bar.
     Json,
+}
+
+/// The flags `launches` and `etl run` share, meaning the same in both.
+#[derive(Debug, clap::Args)]
+pub struct RunFlags {
+    /// The longest server-requested wait (429 Retry-After) to sit out, e.g.
+    /// 10m; a longer one ends the run with an error naming the wait
+    /// [default: every wait is honoured].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_retry_after: Option<Duration>,
+
+    /// Stop after this many pages.
+    #[arg(long)]
+    pub max_pages: Option<u32>,
+
+    /// Timeout of one request, in seconds (0: none).
+    #[arg(long, default_value_t = 30)]
+    pub timeout_secs: u64,
+
+    /// At the end of the run (whatever its exit status), write the run's
+    /// metrics to this file in the Prometheus text format, for the
+    /// node_exporter textfile collector; replaced atomically. A path that
+    /// cannot be written is a usage error (exit 2) before any request.
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
+
+    /// How stderr's log lines are written: `text` for a person, `json` (one
+    /// JSON object a line, the run's summary included) for a log pipeline.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl RunFlags {
+    /// The timeout of one request (`None` for `--timeout-secs 0`).
+    pub fn timeout(&self) -> Option<Duration> {
+        (self.timeout_secs > 0).then(|| Duration::from_secs(self.timeout_secs))
+    }
 }
 
 /// The run completed: exit 0.

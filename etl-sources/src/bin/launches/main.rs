@@ -10,8 +10,8 @@ use std::process::ExitCode;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    cli::init_logging(args.log_format);
-    let metrics = match &args.metrics_file {
+    cli::init_logging(args.run.log_format);
+    let metrics = match &args.run.metrics_file {
         Some(_) => match cli::install_recorder() {
             Ok(handle) => Some(handle),
             Err(e) => {
