@@ -82,37 +82,7 @@ impl RestSource {
     /// A source reading as `pipeline` says.
     pub fn new(pipeline: Pipeline, options: SourceOptions) -> Result<Self, EtlError> {
         let origin = pipeline.url.origin();
-        let mut headers = HeaderMap::new();
-        for (name, value) in &pipeline.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| EtlError::InvalidInput(format!("header {name:?}: {e}")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|e| EtlError::InvalidInput(format!("header {name}: {e}")))?;
-            headers.insert(name, value);
-        }
-        let secret = |name: &str, value: String| -> Result<(HeaderName, HeaderValue), EtlError> {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| EtlError::InvalidInput(format!("auth header name {name:?}")))?;
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                EtlError::InvalidInput(format!(
-                    "auth header {name}: a character a header cannot carry"
-                ))
-            })?;
-            value.set_sensitive(true);
-            Ok((name, value))
-        };
-        match &pipeline.auth {
-            Some(Auth::Bearer(token)) => {
-                let (name, value) = secret(AUTHORIZATION.as_str(), format!("Bearer {token}"))?;
-                headers.insert(name, value);
-            }
-            Some(Auth::Header { name, secret: s }) => {
-                let (name, value) = secret(name, s.clone())?;
-                headers.insert(name, value);
-            }
-            Some(Auth::Query { .. } | Auth::Basic { .. }) | None => {}
-        }
-        let client = wire::client(&origin, headers, options.timeout)?;
+        let client = wire::client(&origin, headers(&pipeline)?, options.timeout)?;
         let pager = Pager::new(&pipeline.paginate);
         let mut source = RestSource {
             client,
@@ -217,6 +187,42 @@ impl RestSource {
         }
         Ok((body, (!link.is_empty()).then_some(link)))
     }
+}
+
+/// The headers of every request: `[headers]`, and the credential of
+/// `bearer` or `header` auth, marked sensitive (never shown in a `Debug`).
+fn headers(pipeline: &Pipeline) -> Result<HeaderMap, EtlError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &pipeline.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| EtlError::InvalidInput(format!("header {name:?}: {e}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|e| EtlError::InvalidInput(format!("header {name}: {e}")))?;
+        headers.insert(name, value);
+    }
+    let secret = |name: &str, value: String| -> Result<(HeaderName, HeaderValue), EtlError> {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| EtlError::InvalidInput(format!("auth header name {name:?}")))?;
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            EtlError::InvalidInput(format!(
+                "auth header {name}: a character a header cannot carry"
+            ))
+        })?;
+        value.set_sensitive(true);
+        Ok((name, value))
+    };
+    match &pipeline.auth {
+        Some(Auth::Bearer(token)) => {
+            let (name, value) = secret(AUTHORIZATION.as_str(), format!("Bearer {token}"))?;
+            headers.insert(name, value);
+        }
+        Some(Auth::Header { name, secret: s }) => {
+            let (name, value) = secret(name, s.clone())?;
+            headers.insert(name, value);
+        }
+        Some(Auth::Query { .. } | Auth::Basic { .. }) | None => {}
+    }
+    Ok(headers)
 }
 
 impl Source for RestSource {
