@@ -316,9 +316,14 @@ impl Source for RestSource {
         Ok(())
     }
 
+    /// The line's top level is read as unparsed members and only the
+    /// pointer's path is parsed: a cursor scan of a big output reads each
+    /// record once, building none of it.
     fn stored_updated_at(&self, stored: &str) -> Option<String> {
         let pointer = self.pipeline.updated_at.as_ref()?;
-        let doc: Value = serde_json::from_str(stored).ok()?;
-        pointer.get(&doc)?.as_str().map(str::to_owned)
+        match Body::parse(stored).ok()?.value_at(pointer).ok()?? {
+            Value::String(stamp) => Some(stamp),
+            _ => None,
+        }
     }
 }
