@@ -680,3 +680,31 @@ async fn metrics_file_and_json_logs_are_those_of_launches_and_hold_no_secret() {
         .iter()
         .all(|u| u.query_pairs().any(|(k, v)| k == "key" && v == "m-s3cret")));
 }
+
+#[tokio::test]
+async fn the_demo_runs_with_no_network_and_a_rerun_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo.jsonl");
+    let demo = || {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("demo")
+            .arg("--out")
+            .arg(&out)
+            .output()
+    };
+    let first = demo().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("style = \"next_url\""),
+        "prints its file: {stdout}"
+    );
+    assert!(stdout.contains("12 records read, 12 new rows"), "{stdout}");
+    let again = demo().await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("12 records read, 0 new rows"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(records(&out).0.len(), 12);
+}
