@@ -244,7 +244,9 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// so the error type needs no `RetryableError` impl at all (only
     /// `Display`, for the log): a foreign type can be retried. No server
     /// delay is known then; the backoff decides every wait. An attempt cut
-    /// by a timeout is retried whatever `pred` says of its error.
+    /// by a timeout fails with [`TimedOut`](super::TimedOut) converted into
+    /// `E`, and `pred` judges it as any other error: return `true` for it
+    /// to retry a cut attempt.
     ///
     /// ```
     /// use etl_core::retry::Retry;

@@ -239,17 +239,28 @@ impl<C, T, B> Retry<'_, C, T, B> {
     where
         C: Classify<E>,
     {
-        let stop = if failure.kind == Kind::Refused {
-            Stop::CircuitOpen
-        } else if !self.is_transient(failure) {
-            Stop::Permanent
-        } else if self.policy.max_attempts <= 1 {
-            Stop::Exhausted
-        } else {
-            return None;
-        };
+        let stop = self.ends_without_wait(1, failure)?;
         op::stopped(self.op, stop);
         Some(stop)
+    }
+
+    /// Why the failure of attempt `attempt` ends the call whatever the
+    /// wait would be: a refused attempt, a permanent error, or the last
+    /// attempt allowed.
+    #[inline]
+    fn ends_without_wait<E>(&self, attempt: u32, failure: &Failure<E>) -> Option<Stop>
+    where
+        C: Classify<E>,
+    {
+        if failure.kind == Kind::Refused {
+            Some(Stop::CircuitOpen)
+        } else if !self.is_transient(failure) {
+            Some(Stop::Permanent)
+        } else if attempt >= self.policy.max_attempts {
+            Some(Stop::Exhausted)
+        } else {
+            None
+        }
     }
 
     /// The wait before the attempt after `attempt`, and whether the server
@@ -265,14 +276,8 @@ impl<C, T, B> Retry<'_, C, T, B> {
     where
         C: Classify<E>,
     {
-        if failure.kind == Kind::Refused {
-            return Err(Stop::CircuitOpen);
-        }
-        if !self.is_transient(failure) {
-            return Err(Stop::Permanent);
-        }
-        if attempt >= self.policy.max_attempts {
-            return Err(Stop::Exhausted);
+        if let Some(stop) = self.ends_without_wait(attempt, failure) {
+            return Err(stop);
         }
         let (delay, server_chose) = match self.classify.retry_after(&failure.err) {
             Some(asked) if self.max_retry_after.is_some_and(|ceiling| asked > ceiling) => {
