@@ -81,8 +81,11 @@ pub trait RetryableError: fmt::Display {
 
     /// Whether the attempt was cut by a timeout (a
     /// [`TimedOut`](crate::retry::TimedOut) converted into this type).
-    /// `false` by default. The loop knows the attempts it cut itself; this
-    /// tells it of a timeout the operation reported on its own.
+    /// `false` by default. The loop sees a cut attempt only as the error
+    /// its `TimedOut` became, so this is how it tells a timeout from other
+    /// transient failures (the `timed_out` reason of its metrics): answer
+    /// `true` for it, as `EtlError` and `HttpError` do. With
+    /// [`Retry::when`](crate::retry::Retry::when) no error is told apart.
     fn timed_out(&self) -> bool {
         false
     }
