@@ -166,8 +166,8 @@ fn closure(cx: &Cx<'_>, attempt: &TokenStream) -> TokenStream {
             // body runs in an inner async block (so its `return` ends the
             // attempt, not the hand-back), under the attempt's cutoff: a cut
             // drops that block alone, and the borrows still go back.
-            let bindings = lent(cx, |arg| arg.binding.clone());
-            let names = lent(cx, |arg| arg.source.to_token_stream());
+            let bindings = lent(cx, quote!(__self), |arg| arg.binding.clone());
+            let names = lent(cx, quote!(__self), |arg| arg.source.to_token_stream());
             let cutoff = hidden("__retry_cutoff", Span::call_site());
             let result = hidden("__retry_out", Span::call_site());
             quote! {
@@ -198,27 +198,19 @@ fn closure(cx: &Cx<'_>, attempt: &TokenStream) -> TokenStream {
     }
 }
 
-/// What is lent, in order: `__self`, then each `&mut` argument as `name`
-/// gives it (its binding, as each attempt binds it; or its source, as the
-/// attempt hands it back).
-fn lent(cx: &Cx<'_>, name: impl Fn(&ArgPlan) -> TokenStream) -> Vec<TokenStream> {
-    let self_ = cx.plan.lends_self.then(|| quote!(__self));
+/// What is lent, in order: the receiver as `self_as`, then each `&mut`
+/// argument as `name` gives it (its binding, as each attempt binds it; or
+/// its source, as the call passes it and the attempt hands it back).
+fn lent(
+    cx: &Cx<'_>,
+    self_as: TokenStream,
+    name: impl Fn(&ArgPlan) -> TokenStream,
+) -> Vec<TokenStream> {
+    let self_ = cx.plan.lends_self.then_some(self_as);
     self_
         .into_iter()
         .chain(cx.plan.args.iter().filter(|arg| arg.lent).map(name))
         .collect()
-}
-
-/// What is lent, as the call passes it: `(self, buf,)`.
-fn lent_sources(cx: &Cx<'_>) -> TokenStream {
-    let self_ = cx.plan.lends_self.then(|| quote!(self,));
-    let args = cx
-        .plan
-        .args
-        .iter()
-        .filter(|arg| arg.lent)
-        .map(|arg| &arg.source);
-    quote!((#self_ #(#args,)*))
 }
 
 /// `Retry::new(policy)` with every option given, in the order below (any
@@ -315,8 +307,8 @@ fn call(cx: &Cx<'_>, closure: &TokenStream) -> TokenStream {
     if blocking {
         quote_spanned! {cx.output_span=> #builder.run_blocking(#closure) }
     } else if cx.lending {
-        let sources = lent_sources(cx);
-        quote_spanned! {cx.output_span=> #builder.run_lending(#sources, #closure) }
+        let sources = lent(cx, quote!(self), |arg| arg.source.to_token_stream());
+        quote_spanned! {cx.output_span=> #builder.run_lending((#(#sources,)*), #closure) }
     } else {
         quote_spanned! {cx.output_span=> #builder.run(#closure) }
     }
