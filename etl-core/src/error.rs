@@ -158,8 +158,9 @@ impl EtlError {
     }
 
     /// Whether this database error means the connection is gone (no
-    /// SQLSTATE: the socket closed; class 08; 57P01-57P03: the backend was
-    /// terminated or the server is shutting down or starting), so a client
+    /// SQLSTATE: the socket closed; class 08; 57P0x: the backend was
+    /// terminated, the server is shutting down or starting, the database
+    /// was dropped, or the session idled out), so a client
     /// should reconnect rather than reuse it. `false` for every other error.
     pub fn connection_lost(&self) -> bool {
         match self {
