@@ -541,7 +541,11 @@ struct Locator<'a> {
 impl Locator<'_> {
     /// The 1-based line of byte `at`, and that line's text.
     fn line(&self, at: usize) -> (usize, &str) {
-        let at = at.min(self.text.len());
+        // A span is a byte offset: kept inside the text, on a character.
+        let mut at = at.min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at -= 1;
+        }
         let before = &self.text[..at];
         let number = before.matches('\n').count() + 1;
         let start = before.rfind('\n').map_or(0, |i| i + 1);

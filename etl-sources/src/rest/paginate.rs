@@ -169,7 +169,9 @@ impl Pager {
                 }
                 self.repeats(page, &page_param)?;
                 let read = self.at - start + 1;
-                self.at += 1;
+                // Saturating: a `start` near u64::MAX from the file must not
+                // overflow; the page asked again is then caught as a repeat.
+                self.at = self.at.saturating_add(1);
                 let ended = match total {
                     Some(total) => read >= total,
                     None => page.entries.is_empty(),
@@ -263,4 +265,43 @@ fn value_at(pointer: &Pointer, page: &Page<'_>) -> Result<Option<Value>, EtlErro
     page.body
         .value_at(pointer)
         .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn next(pager: &mut Pager, url: &Url, text: &str) -> Result<Option<Url>, EtlError> {
+        let body = Body::parse(text).unwrap();
+        let entries = body
+            .array_at(&Pointer::parse("/data").unwrap())
+            .unwrap()
+            .unwrap();
+        pager.next(&Page {
+            url,
+            body: &body,
+            link: None,
+            entries: &entries,
+        })
+    }
+
+    #[test]
+    fn a_page_number_at_the_top_of_u64_neither_overflows_nor_runs_on() {
+        let mut pager = Pager::new(&Paginate::PageNumber {
+            page_param: "page".into(),
+            start: u64::MAX,
+            total_pages: None,
+        });
+        let base = Url::parse("http://x/items").unwrap();
+        let first = pager.first(&base);
+        assert_eq!(first.as_str(), "http://x/items?page=18446744073709551615");
+        // The page number cannot move on: the same page comes again, and
+        // the repeat ends the read.
+        let again = next(&mut pager, &first, r#"{"data": [1]}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(again, first);
+        let e = next(&mut pager, &again, r#"{"data": [1]}"#).unwrap_err();
+        assert!(e.to_string().contains("repeats the one before"), "{e}");
+    }
 }

@@ -254,3 +254,14 @@ fn incremental_needs_its_table_and_updated_at() {
         .to_string();
     assert!(e.contains("`updated_at`"), "{e}");
 }
+
+#[test]
+fn spans_inside_a_multibyte_character_still_name_the_line() {
+    let at = Locator {
+        text: "a = \"é\"\nb = 1\n",
+        origin: "f",
+    };
+    // Byte 6 is inside `é`.
+    assert_eq!(at.line(6), (1, "a = \"é\""));
+    assert_eq!(at.line(999), (3, ""));
+}
