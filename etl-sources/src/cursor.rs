@@ -4,9 +4,11 @@
 
 use etl_core::EtlError;
 use memchr::memmem;
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
 /// The newest of the update times `updated_at` finds in the lines of the
@@ -15,8 +17,9 @@ use std::time::SystemTime;
 /// [`crate::Source::stored_updated_at`].
 ///
 /// Times compare as instants where they read as RFC 3339 UTC timestamps
-/// (`2026-11-02T08:00:00Z`, `...08:00:00.5Z`), else as text, after every
-/// time that reads. A torn last line (a crash mid-write) is not a row.
+/// (`2026-11-02T08:00:00Z`, `...08:00:00.5Z`); one that does not read
+/// ranks below every one that does (and by text among themselves). A torn
+/// last line (a crash mid-write) is not a row.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -32,7 +35,7 @@ use std::time::SystemTime;
 /// ```
 pub fn jsonl_cursor(
     path: &Path,
-    updated_at: impl Fn(&str) -> Option<String>,
+    updated_at: impl for<'l> Fn(&'l [u8]) -> Option<Cow<'l, str>>,
 ) -> Result<Option<String>, EtlError> {
     let file = match File::open(path) {
         Ok(file) => file,
@@ -45,24 +48,38 @@ pub fn jsonl_cursor(
         }
     };
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = String::new();
+    // Bytes, not a String: the launch scan needs no UTF-8 check of each
+    // line, and a source that parses checks what it parses.
+    let mut line = Vec::new();
     let mut newest: Option<(Option<SystemTime>, String)> = None;
     loop {
         line.clear();
-        if reader.read_line(&mut line)? == 0 {
+        if reader.read_until(b'\n', &mut line)? == 0 {
             break;
         }
-        if !line.ends_with('\n') {
-            break;
-        }
-        if let Some(stamp) = updated_at(line.trim_end()) {
-            let key = (humantime::parse_rfc3339(&stamp).ok(), stamp);
-            if newest.as_ref().is_none_or(|n| key > *n) {
-                newest = Some(key);
+        let Some(row) = line.strip_suffix(b"\n") else {
+            break; // a torn last line is not a row
+        };
+        if let Some(stamp) = updated_at(row) {
+            if newest.as_ref().is_none_or(|n| newer(&stamp, n)) {
+                let at = humantime::parse_rfc3339(&stamp).ok();
+                newest = Some((at, stamp.into_owned()));
             }
         }
     }
     Ok(newest.map(|(_, text)| text))
+}
+
+/// Whether `stamp` is newer than `newest` (its instant, if it read as one,
+/// and its text). Two stamps in the API form `YYYY-MM-DDTHH:MM:SSZ`
+/// compare as text, which is their time order, with no parse: the common
+/// case, once a line.
+fn newer(stamp: &str, newest: &(Option<SystemTime>, String)) -> bool {
+    let utc_seconds = |s: &str| s.len() == 20 && s.as_bytes()[10] == b'T' && s.ends_with('Z');
+    if utc_seconds(stamp) && utc_seconds(&newest.1) {
+        return stamp > newest.1.as_str();
+    }
+    (humantime::parse_rfc3339(stamp).ok(), stamp) > (newest.0, newest.1.as_str())
 }
 
 /// The field as `serde_json` writes a `Launch`'s `last_updated`.
@@ -74,11 +91,13 @@ const LAST_UPDATED: &[u8] = br#""last_updated":""#;
 /// matches a real field, and `last_updated` is the last field a
 /// [`etl_core::Launch`] writes (a launch's nested objects have none of
 /// their own after it).
-pub fn launch_updated_at(line: &str) -> Option<String> {
-    let line = line.as_bytes();
-    let start = memmem::rfind(line, LAST_UPDATED)? + LAST_UPDATED.len();
+pub fn launch_updated_at(line: &[u8]) -> Option<Cow<'_, str>> {
+    // The searcher, built once (a cursor scan calls this once a line).
+    static FINDER: OnceLock<memmem::FinderRev<'static>> = OnceLock::new();
+    let finder = FINDER.get_or_init(|| memmem::FinderRev::new(LAST_UPDATED));
+    let start = finder.rfind(line)? + LAST_UPDATED.len();
     let len = memchr::memchr(b'"', &line[start..])?;
-    Some(String::from_utf8_lossy(&line[start..start + len]).into_owned())
+    Some(String::from_utf8_lossy(&line[start..start + len]))
 }
 
 #[cfg(test)]
@@ -112,5 +131,42 @@ mod tests {
             jsonl_cursor(&path, launch_updated_at).unwrap().as_deref(),
             Some("2026-03-01T00:00:00Z")
         );
+    }
+
+    #[test]
+    fn instants_beat_text_and_unreadable_stamps_rank_below() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o.jsonl");
+        fn stamp(line: &[u8]) -> Option<Cow<'_, str>> {
+            Some(String::from_utf8_lossy(line))
+        }
+        for (lines, newest) in [
+            // Fractional seconds: newer as instants, older as text.
+            (
+                "2026-11-02T08:00:00Z\n2026-11-02T08:00:00.5Z\n",
+                "2026-11-02T08:00:00.5Z",
+            ),
+            (
+                "2026-11-02T08:00:00.5Z\n2026-11-02T08:00:00Z\n",
+                "2026-11-02T08:00:00.5Z",
+            ),
+            // The API form against itself: text order.
+            (
+                "2026-11-02T08:00:01Z\n2026-11-02T08:00:00Z\n",
+                "2026-11-02T08:00:01Z",
+            ),
+            // Not a time: below any that is.
+            (
+                "zzz\n2026-01-01T00:00:00Z\nyesterday\n",
+                "2026-01-01T00:00:00Z",
+            ),
+        ] {
+            std::fs::write(&path, lines).unwrap();
+            assert_eq!(
+                jsonl_cursor(&path, stamp).unwrap().as_deref(),
+                Some(newest),
+                "{lines:?}"
+            );
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! rejects, incremental runs, retried sink loads, progress and metrics.
 
 use etl_core::{EtlError, Record, Reject, Row};
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 use url::Url;
@@ -113,9 +114,10 @@ pub trait Source: Send {
     }
 
     /// The [`Record::updated_at`] of a row as stored (one JSONL line, its
-    /// serialised form), for the cursor of an incremental run over a file.
-    /// `None` by default, and for a line it cannot read.
-    fn stored_updated_at(&self, stored: &str) -> Option<String> {
+    /// serialised form, without the newline; bytes, so that a scan that
+    /// needs no UTF-8 check does none), for the cursor of an incremental
+    /// run over a file. `None` by default, and for a line it cannot read.
+    fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         let _ = stored;
         None
     }

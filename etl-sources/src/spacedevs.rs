@@ -2,6 +2,7 @@
 
 use etl_core::{retry, EtlError, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
@@ -385,7 +386,7 @@ impl Source for SpaceDevsSource {
         Ok(())
     }
 
-    fn stored_updated_at(&self, stored: &str) -> Option<String> {
+    fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         crate::cursor::launch_updated_at(stored)
     }
 }

@@ -34,6 +34,7 @@ use etl_core::{retry, EtlError};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
@@ -319,10 +320,14 @@ impl Source for RestSource {
     /// The line's top level is read as unparsed members and only the
     /// pointer's path is parsed: a cursor scan of a big output reads each
     /// record once, building none of it.
-    fn stored_updated_at(&self, stored: &str) -> Option<String> {
+    fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         let pointer = self.pipeline.updated_at.as_ref()?;
-        match Body::parse(stored).ok()?.value_at(pointer).ok()?? {
-            Value::String(stamp) => Some(stamp),
+        match Body::parse(std::str::from_utf8(stored).ok()?)
+            .ok()?
+            .value_at(pointer)
+            .ok()??
+        {
+            Value::String(stamp) => Some(Cow::Owned(stamp)),
             _ => None,
         }
     }
