@@ -3,8 +3,7 @@
 use etl_core::{retry, EtlError, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use url::{Origin, Url};
 
 use crate::source::{PageRead, Source};
@@ -98,7 +97,7 @@ pub struct SpaceDevsSource {
     count: Option<u64>,
     page_size: Option<u64>,
     /// Time the server asked us to wait (429 Retry-After) in all, in ms.
-    throttled_ms: AtomicU64,
+    throttle: wire::Throttle,
     /// An incremental read whose last page did not move the cursor: the
     /// next call fails with this instead of asking for the same page again.
     stalled: Option<String>,
@@ -183,7 +182,7 @@ impl SpaceDevsSource {
             keyset: None,
             count: None,
             page_size: options.limit.map(u64::from),
-            throttled_ms: Default::default(),
+            throttle: Default::default(),
             stalled: None,
         };
         if options.incremental {
@@ -316,7 +315,7 @@ impl SpaceDevsSource {
     /// How long the server asked this source to wait (its 429
     /// Retry-After), in all, so far.
     pub fn throttled(&self) -> Duration {
-        Duration::from_millis(self.throttled_ms.load(Ordering::Relaxed))
+        self.throttle.total()
     }
 
     /// The URL the next call of [`SpaceDevsSource::next_page`] fetches.
@@ -328,32 +327,8 @@ impl SpaceDevsSource {
     /// Every long wait is announced ([`announce_wait`]).
     #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
     async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
-        let response = match self.client.get(url.clone()).send().await {
-            Ok(response) => response,
-            Err(e) => {
-                crate::metrics::http_response(None);
-                return Err(wire::transport_error(&url, &e));
-            }
-        };
-        let status = response.status();
-        crate::metrics::http_response(Some(status.as_u16()));
-        let headers = response.headers().clone();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| wire::transport_error(&url, &e))?;
-        if !status.is_success() {
-            let error =
-                wire::status_error(&url, status.as_u16(), &headers, &body, SystemTime::now());
-            let error = wire::cap_retry_after(error, self.max_retry_after);
-            // What the server asked for (the wait that follows, unless this
-            // was the last attempt), for progress displays.
-            if let Some(wait) = error.retry_after() {
-                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                self.throttled_ms.fetch_add(ms, Ordering::Relaxed);
-            }
-            return Err(error);
-        }
+        let request = self.client.get(url.clone());
+        let (_, body) = wire::get(request, &url, self.max_retry_after, &self.throttle).await?;
         wire::parse_page(&url, &body)
     }
 }

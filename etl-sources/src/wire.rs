@@ -7,6 +7,7 @@ use reqwest::header::HeaderMap;
 use reqwest::redirect;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
 
@@ -149,6 +150,65 @@ pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) ->
         }
         _ => error,
     }
+}
+
+/// The waits a server asked of a source (429 Retry-After), in all: what a
+/// progress display shows as "rate-limit wait".
+#[derive(Debug, Default)]
+pub struct Throttle {
+    ms: AtomicU64,
+}
+
+impl Throttle {
+    /// The waits asked so far, in all.
+    pub fn total(&self) -> Duration {
+        Duration::from_millis(self.ms.load(Ordering::Relaxed))
+    }
+
+    fn add(&self, wait: Duration) {
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self.ms.fetch_add(ms, Ordering::Relaxed);
+    }
+}
+
+/// One page request, sent and its status checked: the headers and body of
+/// a 2xx; else the status's error ([`status_error`]; a 429's wait capped by
+/// `max_retry_after`, [`cap_retry_after`], and added to `throttle`), or a
+/// transport error. Every exchange is counted in the metrics. `url` names
+/// the request in errors and must hold no secret; the transport error's
+/// own URL (which may) is left out.
+pub async fn get(
+    request: reqwest::RequestBuilder,
+    url: &Url,
+    max_retry_after: Option<Duration>,
+    throttle: &Throttle,
+) -> Result<(HeaderMap, bytes::Bytes), EtlError> {
+    let mut response = match request.send().await {
+        Ok(response) => response,
+        Err(e) => {
+            crate::metrics::http_response(None);
+            return Err(transport_error(url, &e.without_url()));
+        }
+    };
+    let status = response.status();
+    crate::metrics::http_response(Some(status.as_u16()));
+    // Taken, not cloned: reading the body needs none of them.
+    let headers = std::mem::take(response.headers_mut());
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| transport_error(url, &e.without_url()))?;
+    if !status.is_success() {
+        let error = status_error(url, status.as_u16(), &headers, &body, SystemTime::now());
+        let error = cap_retry_after(error, max_retry_after);
+        // What the server asked for (the wait that follows, unless this
+        // was the last attempt), for progress displays.
+        if let Some(wait) = error.retry_after() {
+            throttle.add(wait);
+        }
+        return Err(error);
+    }
+    Ok((headers, body))
 }
 
 /// Sets `set` in `url`'s query: every parameter of those names (and of

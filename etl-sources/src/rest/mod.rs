@@ -35,8 +35,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use url::{Origin, Url};
 
 use crate::source::{PageRead, Source};
@@ -73,7 +72,7 @@ pub struct RestSource {
     pages: u32,
     max_retry_after: Option<Duration>,
     /// Time the server asked us to wait (429 Retry-After) in all, in ms.
-    throttled_ms: AtomicU64,
+    throttle: wire::Throttle,
     /// A pagination that stopped making progress: the next call fails
     /// with this, after the page that showed it was handed over.
     stalled: Option<EtlError>,
@@ -92,7 +91,7 @@ impl RestSource {
             next: None,
             pages: 0,
             max_retry_after: options.max_retry_after,
-            throttled_ms: AtomicU64::new(0),
+            throttle: wire::Throttle::default(),
             stalled: None,
             pipeline,
         };
@@ -154,38 +153,13 @@ impl RestSource {
         if let Some(Auth::Basic { username, password }) = &self.pipeline.auth {
             request = request.basic_auth(username, Some(password));
         }
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(e) => {
-                crate::metrics::http_response(None);
-                // Without its URL: with `query` auth it holds the secret.
-                return Err(wire::transport_error(url, &e.without_url()));
-            }
-        };
-        let status = response.status();
-        crate::metrics::http_response(Some(status.as_u16()));
-        let link = response
-            .headers()
+        let (headers, body) = wire::get(request, url, self.max_retry_after, &self.throttle).await?;
+        let link = headers
             .get_all(reqwest::header::LINK)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect::<Vec<_>>()
             .join(", ");
-        let headers = response.headers().clone();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| wire::transport_error(url, &e.without_url()))?;
-        if !status.is_success() {
-            let error =
-                wire::status_error(url, status.as_u16(), &headers, &body, SystemTime::now());
-            let error = wire::cap_retry_after(error, self.max_retry_after);
-            if let Some(wait) = error.retry_after() {
-                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                self.throttled_ms.fetch_add(ms, Ordering::Relaxed);
-            }
-            return Err(error);
-        }
         Ok((body, (!link.is_empty()).then_some(link)))
     }
 }
@@ -298,7 +272,7 @@ impl Source for RestSource {
     }
 
     fn throttled(&self) -> Duration {
-        Duration::from_millis(self.throttled_ms.load(Ordering::Relaxed))
+        self.throttle.total()
     }
 
     /// Requests carry `[incremental].param=<cursor>` and
