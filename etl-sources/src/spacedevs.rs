@@ -71,7 +71,7 @@ impl Default for SourceOptions {
 /// port), so an API key never travels elsewhere.
 ///
 /// ```no_run
-/// use etl_sources::{SourceOptions, SpaceDevsSource};
+/// use etl_sources::{Source, SourceOptions, SpaceDevsSource};
 ///
 /// # async fn run() -> Result<(), etl_core::EtlError> {
 /// let mut source = SpaceDevsSource::new(
@@ -216,6 +216,31 @@ impl SpaceDevsSource {
         self.keyset = Some(keyset);
     }
 
+    /// Pages read so far.
+    pub fn pages_read(&self) -> u32 {
+        self.pages
+    }
+
+    /// The URL the next call of [`Source::next_page`] fetches.
+    pub fn next_url(&self) -> Option<&Url> {
+        self.next.as_ref()
+    }
+
+    /// One page: the whole request, status check and parse is one attempt.
+    /// Every long wait is announced ([`announce_wait`]).
+    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
+    async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
+        let request = self.client.get(url.clone());
+        let (_, body) = wire::get(request, &url, self.max_retry_after, &self.throttle).await?;
+        wire::parse_page(&url, &body)
+    }
+}
+
+/// Read through [`Source`]: `next_page`, `pages_total`, `throttled`, and
+/// incremental reads by `read_since`.
+impl Source for SpaceDevsSource {
+    type Row = Row;
+
     /// The next page, or `None` once the last page was read.
     ///
     /// An entry that does not read as a launch fails neither the page nor
@@ -225,7 +250,7 @@ impl SpaceDevsSource {
     /// On an error the same page is tried again by the next call. A `next`
     /// link on another origin fails with `EtlError::Refused`, naming it,
     /// before any request goes there.
-    pub async fn next_page(&mut self) -> Result<Option<PageRead>, EtlError> {
+    async fn next_page(&mut self) -> Result<Option<PageRead>, EtlError> {
         if let Some(stalled) = self.stalled.take() {
             return Err(EtlError::Parse(stalled));
         }
@@ -297,14 +322,9 @@ impl SpaceDevsSource {
         }))
     }
 
-    /// Pages read so far.
-    pub fn pages_read(&self) -> u32 {
-        self.pages
-    }
-
     /// How many pages the listing holds in all, as far as the server's
     /// `count` and the page size tell (`None` before the first page).
-    pub fn pages_total(&self) -> Option<u64> {
+    fn pages_total(&self) -> Option<u64> {
         let (count, size) = (self.count?, self.page_size.filter(|&s| s > 0));
         Some(match size {
             Some(size) => count.div_ceil(size).max(1),
@@ -314,39 +334,8 @@ impl SpaceDevsSource {
 
     /// How long the server asked this source to wait (its 429
     /// Retry-After), in all, so far.
-    pub fn throttled(&self) -> Duration {
-        self.throttle.total()
-    }
-
-    /// The URL the next call of [`SpaceDevsSource::next_page`] fetches.
-    pub fn next_url(&self) -> Option<&Url> {
-        self.next.as_ref()
-    }
-
-    /// One page: the whole request, status check and parse is one attempt.
-    /// Every long wait is announced ([`announce_wait`]).
-    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
-    async fn fetch_page(&self, url: Url) -> Result<Page, EtlError> {
-        let request = self.client.get(url.clone());
-        let (_, body) = wire::get(request, &url, self.max_retry_after, &self.throttle).await?;
-        wire::parse_page(&url, &body)
-    }
-}
-
-/// The pipeline's view: the inherent methods of the same names.
-impl Source for SpaceDevsSource {
-    type Row = Row;
-
-    async fn next_page(&mut self) -> Result<Option<PageRead>, EtlError> {
-        SpaceDevsSource::next_page(self).await
-    }
-
-    fn pages_total(&self) -> Option<u64> {
-        SpaceDevsSource::pages_total(self)
-    }
-
     fn throttled(&self) -> Duration {
-        SpaceDevsSource::throttled(self)
+        self.throttle.total()
     }
 
     /// Asks for launches updated at or after `cursor`, in `last_updated`

@@ -3,7 +3,7 @@
 //! requests real.
 
 use etl_core::{EtlError, Row};
-use etl_sources::{PageRead, SourceOptions, SpaceDevsSource};
+use etl_sources::{PageRead, Source, SourceOptions, SpaceDevsSource};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
