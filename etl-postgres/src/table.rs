@@ -85,7 +85,6 @@ pub async fn prepare(
     if let (true, Some(id)) = ready(client, table, current.as_ref()).await? {
         return Ok(id);
     }
-    let mut found = None;
     locked(client, table, async {
         client
             .batch_execute(&format!(
@@ -116,11 +115,9 @@ pub async fn prepare(
                 );
             }
         }
-        found = Some(id);
-        Ok(())
+        Ok(id)
     })
-    .await?;
-    Ok(found.unwrap_or_else(|| id_column.as_str().to_owned()))
+    .await
 }
 
 /// The table's id column, of those a release has made (`$1`: the quoted
@@ -248,32 +245,35 @@ async fn create_if_missing(
 /// on the table's name: two processes creating or upgrading the same table
 /// at once would otherwise race on the catalog, and one would fail with a
 /// unique violation.
-async fn locked(
+async fn locked<T>(
     client: &Client,
     table: &TableName,
-    work: impl std::future::Future<Output = Result<(), tokio_postgres::Error>>,
-) -> Result<(), EtlError> {
+    work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, EtlError> {
     let begin = format!(
         "BEGIN; SELECT pg_advisory_xact_lock(hashtext('etl_postgres.create.' || '{}'))",
         table.as_str()
     );
     let done = async {
         client.batch_execute(&begin).await?;
-        work.await?;
-        client.batch_execute("COMMIT").await
+        let value = work.await?;
+        client.batch_execute("COMMIT").await?;
+        Ok(value)
     };
-    if let Err(e) = done.await {
-        // Leave the connection usable for the caller's next statement.
-        let _ = client.batch_execute("ROLLBACK").await;
-        return Err(match errors::from_pg_plain(&e) {
-            EtlError::Database { sqlstate, message } => EtlError::Database {
-                sqlstate,
-                message: format!("preparing table {}: {message}", table.as_str()),
-            },
-            other => other,
-        });
+    match done.await {
+        Ok(value) => Ok(value),
+        Err(e) => {
+            // Leave the connection usable for the caller's next statement.
+            let _ = client.batch_execute("ROLLBACK").await;
+            Err(match errors::from_pg_plain(&e) {
+                EtlError::Database { sqlstate, message } => EtlError::Database {
+                    sqlstate,
+                    message: format!("preparing table {}: {message}", table.as_str()),
+                },
+                other => other,
+            })
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
