@@ -122,3 +122,14 @@ pub trait Source: Send {
         None
     }
 }
+
+/// What a [`Source::read_since`] checks first: no page was read yet (the
+/// cursor decides where a read starts, so it cannot move one under way).
+pub(crate) fn before_first_page(pages_read: u32) -> Result<(), EtlError> {
+    if pages_read > 0 {
+        return Err(EtlError::InvalidInput(
+            "read_since after the first page: the cursor decides where a read starts".into(),
+        ));
+    }
+    Ok(())
+}

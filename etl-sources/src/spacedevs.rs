@@ -341,11 +341,7 @@ impl Source for SpaceDevsSource {
     /// Asks for launches updated at or after `cursor`, in `last_updated`
     /// order (as [`SourceOptions::incremental`] with `since`).
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
-        if self.pages > 0 {
-            return Err(EtlError::InvalidInput(
-                "read_since after the first page: the cursor decides where a read starts".into(),
-            ));
-        }
+        crate::source::before_first_page(self.pages)?;
         self.start_keyset(cursor.map(str::to_owned));
         Ok(())
     }

@@ -593,6 +593,8 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_i
     assert!(source.next_page().await.unwrap().is_none());
     assert_eq!(first.rows.len() + second.rows.len(), 6);
     assert_eq!(second.rejects.len(), 1);
+    let e = source.read_since(None).unwrap_err();
+    assert!(e.to_string().contains("after the first page"), "{e}");
 
     for url in api.seen.lock().unwrap().iter() {
         assert!(

@@ -278,11 +278,7 @@ impl Source for RestSource {
     /// Requests carry `[incremental].param=<cursor>` and
     /// `[incremental].params` from the first page on.
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
-        if self.pages > 0 {
-            return Err(EtlError::InvalidInput(
-                "read_since after the first page: the cursor decides where a read starts".into(),
-            ));
-        }
+        crate::source::before_first_page(self.pages)?;
         self.pipeline
             .check_incremental()
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
