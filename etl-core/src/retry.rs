@@ -7,6 +7,7 @@
 mod breaker;
 mod budget;
 mod builder;
+mod call;
 mod classify;
 mod jitter;
 pub(crate) mod op;

@@ -94,6 +94,13 @@ impl CircuitBreaker {
         self.state.load(Ordering::Acquire) != CLOSED
     }
 
+    /// Whether attempts run unchecked now: the one load an attempt makes
+    /// while the breaker is closed.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == CLOSED
+    }
+
     /// Transient failures in a row so far.
     pub fn failures(&self) -> u32 {
         self.failures.load(Ordering::Relaxed)
@@ -273,7 +280,7 @@ pub struct NoBreaker;
     label = "an attempt the open breaker refuses fails with `CircuitOpen`, and `{E}` cannot hold it",
     note = "implement `From<etl_core::retry::CircuitOpen>` for `{E}` (`EtlError` and `etl_core::http::HttpError` have it)"
 )]
-pub trait BreakerSlot<E> {
+pub trait BreakerSlot<E>: Copy {
     /// The breaker, if any.
     fn get(&self) -> Option<&CircuitBreaker>;
     /// The caller's error for an attempt the open breaker refused (`None`
@@ -384,6 +391,37 @@ mod tests {
         assert!(b.admit().is_err());
         drop(trial);
         assert_eq!(b.admit(), Ok(true), "the next caller is the trial");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_dropped_during_its_trial_gives_the_turn_back() {
+        use crate::{EtlError, RetryPolicy};
+        static B: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1));
+        B.failed(false);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let hangs = crate::retry::Retry::new(RetryPolicy::default())
+            .breaker(&B)
+            .run(std::future::pending::<Result<(), EtlError>>);
+        // The first attempt of a call whose breaker is open is the trial:
+        // it runs (and hangs) until the call is dropped.
+        let cut = tokio::time::timeout(Duration::from_secs(5), hangs).await;
+        assert!(cut.is_err(), "the trial hung");
+        assert_eq!(B.admit(), Ok(true), "the next caller is the trial");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_dropped_during_a_closed_attempt_leaves_the_breaker_as_it_was() {
+        use crate::{EtlError, RetryPolicy};
+        static B: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(1));
+        B.failed(false);
+        let hangs = crate::retry::Retry::new(RetryPolicy::default())
+            .breaker(&B)
+            .run(std::future::pending::<Result<(), EtlError>>);
+        assert!(tokio::time::timeout(Duration::from_secs(5), hangs)
+            .await
+            .is_err());
+        assert_eq!(B.failures(), 1, "no verdict from a dropped attempt");
+        assert!(!B.is_open());
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,6 +8,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use super::call::{Call, ResultOnly};
 use super::op::{self, Op, OpRef};
 use super::run;
 use super::{
@@ -326,12 +327,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        // Not `run_with_report(op).await.0`: that would nest its future in
-        // this one. A plain fn returning an `async move` block, not an
-        // `async fn`: that would keep `self` twice in the future's state
-        // (the argument, and its move into the body).
-        let mut lent = run::lend_nothing::<T::Cutoff, _, _, _, _>(op);
-        async move { run::attempt_then_retry!(self, (), lent).0 }
+        ResultOnly::new(self.run_with_report(op))
     }
 
     /// [`Retry::run`], and how the call ended: attempts, time slept, and
@@ -349,8 +345,8 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        let mut lent = run::lend_nothing::<T::Cutoff, _, _, _, _>(op);
-        async move { run::attempt_then_retry!(self, (), lent) }
+        let lent = run::lend_nothing::<T::Cutoff, _, _, _, _>(op);
+        Call::new(self, (), lent, run::retry_boxed)
     }
 
     /// [`Retry::run`] for an operation that needs exclusive borrows (`&mut
@@ -388,12 +384,10 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// assert_eq!(log, [0, 1, 2]);
     /// # }
     /// ```
-    // Not an `async fn`: that would keep `self` twice in the future's state.
-    #[allow(clippy::manual_async_fn)]
     pub fn run_lending<X, F, Fut, R, E>(
         self,
         ctx: X,
-        mut op: F,
+        op: F,
     ) -> impl Future<Output = Result<R, E>> + use<'a, C, T, B, X, F, Fut, R, E>
     where
         F: FnMut(X, T::Cutoff) -> Fut,
@@ -403,7 +397,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        async move { run::attempt_then_retry!(self, ctx, op).0 }
+        ResultOnly::new(Call::new(self, ctx, op, run::retry_boxed))
     }
 }
 

@@ -207,7 +207,7 @@ fn classified(err: &anyhow::Error) -> Option<&dyn RetryableError> {
 /// ([`RetryableError`]); [`When`] asks a predicate. (An error type
 /// [`ByError`] cannot judge is reported as not being a `RetryableError`:
 /// that diagnostic names the way out.)
-pub trait Classify<E> {
+pub trait Classify<E>: Copy {
     /// Whether another attempt may succeed after `err`.
     fn is_transient(&self, err: &E) -> bool;
 

@@ -1,7 +1,8 @@
 //! The retry loop itself, written once for every [`Retry`] and every run
 //! method: one attempt (the breaker's admission, the attempt on the clock,
-//! the breaker told its verdict), the first attempt inline, the rest in a
-//! boxed future built only after a failure, and the blocking loop.
+//! the breaker told its verdict), the decisions after a failure, the boxed
+//! loop behind a first attempt (`call::Call` makes that one in place), and
+//! the blocking loop.
 
 use std::fmt;
 use std::future::Future;
@@ -40,34 +41,6 @@ impl<E> Failure<E> {
         }
     }
 }
-
-/// The first attempt inline, the rest boxed: the body of every async entry
-/// point that takes options (`Retry::run*`). A macro, not a fn: awaiting a
-/// shared `async fn` from each entry point would nest its future, and a
-/// second copy of the arguments, inside theirs. Evaluates to `(Result,
-/// RetryReport)`.
-macro_rules! attempt_then_retry {
-    ($retry:ident, $ctx:expr, $op:ident) => {{
-        // `$retry` is the entry point's own argument, used where it is: a
-        // local copy would take its size again in the future's state.
-        let mut clock = $crate::retry::timed::Clock::default();
-        let (ctx, first) = $crate::retry::run::attempt(&$retry, &mut clock, $ctx, &mut $op).await;
-        match first {
-            Ok(value) => {
-                $retry.succeeded();
-                (
-                    Ok(value),
-                    $crate::retry::RetryReport::first($crate::retry::Stop::Succeeded),
-                )
-            }
-            Err(failure) => match $retry.ends_at_first(&failure) {
-                Some(stop) => (Err(failure.err), $crate::retry::RetryReport::first(stop)),
-                None => $crate::retry::run::retry_boxed($retry, clock, ctx, $op, failure).await,
-            },
-        }
-    }};
-}
-pub(crate) use attempt_then_retry;
 
 /// The plain loop's body (`with_retry`, and `#[retry]` without options):
 /// no breaker, no clock, nothing cut, so the first attempt is the bare
@@ -125,7 +98,7 @@ fn admit<'r, C, T, B: BreakerSlot<E>, E>(
 /// failure, or neither (a permanent error says nothing of the dependency's
 /// health).
 #[inline]
-fn report_to<C: Classify<E>, T, B, R, E>(
+pub(crate) fn report_to<C: Classify<E>, T, B, R, E>(
     retry: &Retry<'_, C, T, B>,
     admitted: Option<Admitted<'_>>,
     outcome: &Result<R, Failure<E>>,
@@ -140,9 +113,11 @@ fn report_to<C: Classify<E>, T, B, R, E>(
     }
 }
 
-/// One attempt of an async call: `op` is lent `ctx` and hands it back with
-/// its result, and is given its cutoff ([`CutSlot::Cutoff`]).
-pub(crate) async fn attempt<C, T, B, X, F, Fut, R, E>(
+/// One attempt of the loop, through its breaker: refused while the breaker
+/// is open, else `op` is lent `ctx` and hands it back with its result, is
+/// given its cutoff ([`CutSlot::Cutoff`]), and the breaker is told the
+/// verdict.
+async fn attempt<C, T, B, X, F, Fut, R, E>(
     retry: &Retry<'_, C, T, B>,
     clock: &mut Clock,
     ctx: X,
@@ -227,6 +202,28 @@ impl<C, T, B> Retry<'_, C, T, B> {
         op::succeeded(self.op);
         if let Some(budget) = self.budget {
             budget.deposit();
+        }
+    }
+
+    /// What the first attempt's outcome means: the call's end (`Ok`, with
+    /// its report), or the failure to retry after.
+    #[inline]
+    pub(crate) fn after_first<R, E>(
+        &self,
+        outcome: Result<R, Failure<E>>,
+    ) -> Result<(Result<R, E>, RetryReport), Failure<E>>
+    where
+        C: Classify<E>,
+    {
+        match outcome {
+            Ok(value) => {
+                self.succeeded();
+                Ok((Ok(value), RetryReport::first(Stop::Succeeded)))
+            }
+            Err(failure) => match self.ends_at_first(&failure) {
+                Some(stop) => Ok((Err(failure.err), RetryReport::first(stop))),
+                None => Err(failure),
+            },
         }
     }
 
@@ -404,7 +401,9 @@ fn give_up(op: OpRef, report: &RetryReport, err: &dyn fmt::Display) {
 
 /// Boxes the retry path outside any `async` body: built inside one, the
 /// unboxed future would still take up room in that body's state. Cold and
-/// out of line, so the success path's code stays small.
+/// out of line, so the success path's code stays small. `first` is the
+/// first attempt's failure, or `None` when the loop makes the first attempt
+/// itself (its breaker was not closed).
 #[cold]
 #[inline(never)]
 pub(crate) fn retry_boxed<'a, C, T, B, X, F, Fut, R, E>(
@@ -412,7 +411,7 @@ pub(crate) fn retry_boxed<'a, C, T, B, X, F, Fut, R, E>(
     clock: Clock,
     ctx: X,
     op: F,
-    failure: Failure<E>,
+    first: Option<Failure<E>>,
 ) -> Pin<Box<impl Future<Output = (Result<R, E>, RetryReport)> + use<'a, C, T, B, X, F, Fut, R, E>>>
 where
     F: FnMut(X, T::Cutoff) -> Fut,
@@ -422,7 +421,7 @@ where
     B: BreakerSlot<E>,
     E: fmt::Display,
 {
-    Box::pin(retry_after_failure(retry, clock, ctx, op, failure))
+    Box::pin(retry_loop(retry, clock, ctx, op, first))
 }
 
 /// [`retry_boxed`] for the plain loop's op.
@@ -439,16 +438,17 @@ where
     E: super::RetryableError,
 {
     let op = lend_nothing::<NoCutoff, _, _, _, _>(op);
-    retry_boxed(retry, Clock::default(), (), op, failure)
+    retry_boxed(retry, Clock::default(), (), op, Some(failure))
 }
 
-/// Attempts 2 and later, after the first failed with a transient error.
-async fn retry_after_failure<C, T, B, X, F, Fut, R, E>(
+/// The loop behind the inline first attempt: from that attempt's
+/// transient failure, or (`first` is `None`) from the first attempt.
+async fn retry_loop<C, T, B, X, F, Fut, R, E>(
     retry: Retry<'_, C, T, B>,
     mut clock: Clock,
     mut ctx: X,
     mut op: F,
-    mut failure: Failure<E>,
+    first: Option<Failure<E>>,
 ) -> (Result<R, E>, RetryReport)
 where
     F: FnMut(X, T::Cutoff) -> Fut,
@@ -458,6 +458,17 @@ where
     B: BreakerSlot<E>,
     E: fmt::Display,
 {
+    let mut failure = match first {
+        Some(failure) => failure,
+        None => {
+            let (back, outcome) = attempt(&retry, &mut clock, ctx, &mut op).await;
+            ctx = back;
+            match retry.after_first(outcome) {
+                Ok(ended) => return ended,
+                Err(failure) => failure,
+            }
+        }
+    };
     let mut rng = None;
     let mut report = RetryReport::first(Stop::Succeeded);
     loop {

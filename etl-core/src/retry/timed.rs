@@ -69,7 +69,7 @@ pub struct Cut;
     label = "a cut attempt fails with `TimedOut`, and `{E}` cannot hold it",
     note = "implement `From<etl_core::retry::TimedOut>` for `{E}` (`EtlError` and `etl_core::http::HttpError` have it)"
 )]
-pub trait CutSlot<E> {
+pub trait CutSlot<E>: Copy {
     /// What each attempt is handed: [`NoCutoff`] or [`Cutoff`].
     type Cutoff: RunCut<E>;
 
@@ -162,6 +162,12 @@ impl Clock {
         deadline?;
         let now = Instant::now();
         Some(now - *self.started.get_or_insert(now))
+    }
+
+    /// Starts the clock now unless an attempt has already started it.
+    #[inline]
+    pub(crate) fn start(&mut self) {
+        self.started.get_or_insert_with(Instant::now);
     }
 
     /// Starts the clock now (a blocking call: nothing is polled there).
