@@ -59,6 +59,28 @@ fn main() {
         None,
     );
 
+    // What any loader that reads every record must do at least, on the
+    // same bytes in memory, one core, no I/O: the floor under `etl run`.
+    for (name, work) in [
+        (
+            "floor: every page checked as JSON, nothing built (serde `IgnoredAny`)",
+            validate as fn(&[Bytes]),
+        ),
+        ("floor: every page parsed (serde_json `Value`)", parse),
+        ("floor: every page's SHA-256 (`content_id`)", hash),
+    ] {
+        let wall = median(
+            (0..RUNS)
+                .map(|_| {
+                    let start = Instant::now();
+                    work(&pages);
+                    start.elapsed().as_secs_f64()
+                })
+                .collect(),
+        );
+        row(name, wall, RECORDS, None);
+    }
+
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bench.toml");
     std::fs::write(
@@ -155,6 +177,28 @@ fn render_pages() -> Vec<Bytes> {
             Bytes::from(serde_json::to_vec(&body).unwrap())
         })
         .collect()
+}
+
+fn validate(pages: &[Bytes]) {
+    for page in pages {
+        let _: serde::de::IgnoredAny = serde_json::from_slice(page).unwrap();
+    }
+}
+
+fn parse(pages: &[Bytes]) {
+    for page in pages {
+        let value: serde_json::Value = serde_json::from_slice(page).unwrap();
+        std::hint::black_box(value);
+    }
+}
+
+fn hash(pages: &[Bytes]) {
+    for page in pages {
+        std::hint::black_box(etl_core::content_id(
+            "json",
+            std::str::from_utf8(page).unwrap(),
+        ));
+    }
 }
 
 /// Serves `/items?page=N` (1-based) from `pages` on a thread of its own.

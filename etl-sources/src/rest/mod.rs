@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+mod canonical;
 mod config;
 mod paginate;
 mod pointer;

@@ -82,6 +82,11 @@ impl Pointer {
         })
     }
 
+    /// The reference tokens, unescaped.
+    pub(crate) fn tokens(&self) -> &[String] {
+        &self.tokens
+    }
+
     /// The value it points at in `doc`, if any.
     pub fn get<'a>(&self, doc: &'a Value) -> Option<&'a Value> {
         self.tokens.iter().try_fold(doc, |node, token| match node {
@@ -115,7 +120,10 @@ impl Pointer {
 }
 
 /// One level down from `node` by `token`.
-fn step<'a>(node: &'a RawValue, token: &str) -> Result<Option<&'a RawValue>, serde_json::Error> {
+pub(crate) fn step<'a>(
+    node: &'a RawValue,
+    token: &str,
+) -> Result<Option<&'a RawValue>, serde_json::Error> {
     let text = node.get().trim_start();
     Ok(if text.starts_with('{') {
         let map: HashMap<Cow<'a, str>, &'a RawValue> = serde_json::from_str(node.get())?;

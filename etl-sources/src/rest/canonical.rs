@@ -1,0 +1,360 @@
+//! Canonical JSON text, written straight from serde_json's parser: the
+//! text `serde_json::to_string` gives for the `serde_json::Value` the
+//! input parses into (compact, every object's keys in sorted order, the
+//! last of repeated keys kept), without building that `Value`.
+//!
+//! Building the `Value` (a `String` and a tree node for every key and
+//! every value) was most of the CPU a record cost. Here a record is one
+//! output buffer: every value is written as it is parsed, and an object's
+//! members are written in the order sent, then copied once in key order.
+//! Scalars are written by serde_json itself (numbers and strings exactly
+//! as a `Value` writes them), so the two texts are equal byte for byte: a
+//! property test holds it to that.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::pointer::{step, Pointer};
+
+/// A value in canonical form, with where the members of a top-level object
+/// are in it (for the pointers that pick a record's id and update time).
+pub(crate) struct Canonical<'a> {
+    pub(crate) text: String,
+    /// A top-level object's members, by key (sorted, each key once), with
+    /// the range of each value in `text`; empty for any other value.
+    members: Vec<(Cow<'a, str>, Range<usize>)>,
+}
+
+impl<'a> Canonical<'a> {
+    /// `text`'s canonical form; an error when `text` is not one JSON value.
+    pub(crate) fn of(text: &'a str) -> Result<Self, serde_json::Error> {
+        let mut out = Vec::with_capacity(text.len());
+        let mut members = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(text);
+        Canon {
+            out: &mut out,
+            top: Some(&mut members),
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
+        // Only serde_json's own output and slices of `text` went in, so
+        // this never fails; an error rather than a panic all the same.
+        let text = String::from_utf8(out).map_err(serde::de::Error::custom)?;
+        Ok(Canonical { text, members })
+    }
+
+    /// Whether the value is an object.
+    pub(crate) fn is_object(&self) -> bool {
+        self.text.starts_with('{')
+    }
+
+    /// The value at `pointer`, parsed (a record's id or update time);
+    /// `None` when nothing is there or `pointer` is the whole value. The
+    /// first step is a lookup among the top-level members; any further
+    /// step reads one level of that member's text.
+    pub(crate) fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
+        let Some((first, rest)) = pointer.tokens().split_first() else {
+            return Ok(None);
+        };
+        let Ok(at) = self
+            .members
+            .binary_search_by(|(key, _)| key.as_ref().cmp(first.as_str()))
+        else {
+            return Ok(None);
+        };
+        let mut node: &RawValue = serde_json::from_str(&self.text[self.members[at].1.clone()])?;
+        for token in rest {
+            match step(node, token)? {
+                Some(next) => node = next,
+                None => return Ok(None),
+            }
+        }
+        serde_json::from_str(node.get()).map(Some)
+    }
+}
+
+/// `text`'s canonical form; an error when `text` is not one JSON value.
+#[cfg(test)]
+fn canonical(text: &str) -> Result<String, serde_json::Error> {
+    Canonical::of(text).map(|c| c.text)
+}
+
+/// Writes the value it is handed to `out`, canonical; an object's members
+/// go to `top` too when it is the top level.
+struct Canon<'o, 'k> {
+    out: &'o mut Vec<u8>,
+    top: Option<&'o mut Vec<(Cow<'k, str>, Range<usize>)>>,
+}
+
+impl<'k> Canon<'_, 'k> {
+    /// The seed of a value inside this one.
+    fn nested(&mut self) -> Canon<'_, 'k> {
+        Canon {
+            out: self.out,
+            top: None,
+        }
+    }
+}
+
+impl<'de: 'k, 'k> DeserializeSeed<'de> for Canon<'_, 'k> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl Canon<'_, '_> {
+    /// A scalar, written as serde_json writes it in a `Value`.
+    fn scalar<T: serde::Serialize + ?Sized, E: serde::de::Error>(self, v: &T) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.out, v).map_err(E::custom)
+    }
+}
+
+impl<'de: 'k, 'k> Visitor<'de> for Canon<'_, 'k> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        self.scalar(&v)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        self.scalar(&v)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        // As `Value` holds it: a number when finite (always, from JSON text).
+        match serde_json::Number::from_f64(v) {
+            Some(n) => self.scalar(&n),
+            None => self.visit_unit(),
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.scalar(v)
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(mut self, mut seq: S) -> Result<(), S::Error> {
+        self.out.push(b'[');
+        let mut first = true;
+        loop {
+            let at = self.out.len();
+            if !first {
+                self.out.push(b',');
+            }
+            if seq.next_element_seed(self.nested())?.is_none() {
+                // No element after all: take the comma back.
+                self.out.truncate(at);
+                break;
+            }
+            first = false;
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    fn visit_map<M: MapAccess<'de>>(mut self, mut map: M) -> Result<(), M::Error> {
+        // Each value is written after what is already in `out`, in the
+        // order sent; then the object is assembled once, in key order, and
+        // moved down to where it starts.
+        let start = self.out.len();
+        let mut members: Vec<(Key<'de>, Range<usize>)> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let at = self.out.len();
+            map.next_value_seed(self.nested())?;
+            members.push((key, at..self.out.len()));
+        }
+        // Stable: of repeated keys the last sent stays last, and is kept
+        // (a `Value`'s map keeps the last insert).
+        members.sort_by(|a, b| a.0 .0.cmp(&b.0 .0));
+        let assembled = self.out.len();
+        // Where the assembled text will start once moved down.
+        let shift = assembled - start;
+        self.out.push(b'{');
+        let mut members = members.into_iter().peekable();
+        while let Some((Key(key), value)) = members.next() {
+            if members.peek().is_some_and(|next| next.0 .0 == key) {
+                continue;
+            }
+            if self.out.len() > assembled + 1 {
+                self.out.push(b',');
+            }
+            serde_json::to_writer(&mut *self.out, key.as_ref())
+                .map_err(serde::de::Error::custom)?;
+            self.out.push(b':');
+            let at = self.out.len();
+            self.out.extend_from_within(value);
+            if let Some(top) = self.top.as_deref_mut() {
+                top.push((key, at - shift..self.out.len() - shift));
+            }
+        }
+        self.out.push(b'}');
+        self.out.copy_within(assembled.., start);
+        self.out.truncate(start + (self.out.len() - assembled));
+        Ok(())
+    }
+}
+
+/// An object key, borrowed from the text unless it has escapes (serde's
+/// own `Cow` always copies).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the canonical form is defined as: `Value`'s compact text.
+    fn by_value(text: &str) -> String {
+        serde_json::to_string(&serde_json::from_str::<Value>(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn matches_value_on_the_hard_cases() {
+        for text in [
+            r#"{"b":1,"a":{"d":[1,{"z":0,"y":null}],"c":"x"}}"#,
+            r#" { "a" : 1 , "a" : 2 , "A" : [ ] , "" : { } } "#,
+            r#"{"k\u00e9y":"\u00e9\/\n\t\"\\\u0001","kéy2":"é","\ud83d\ude00":1}"#,
+            r#"[1e2,-0,-0.0,0.1,1E-7,12345678901234567890,-9223372036854775808,1.7976931348623157e308]"#,
+            r#"[true,false,null,"",[],{},[[]],[{}]]"#,
+            r#"{"z":{"b":2,"a":1,"b":3},"y":[{"q":1,"p":2},{"p":3}]}"#,
+            "\"lone string\"",
+            "42",
+        ] {
+            assert_eq!(canonical(text).unwrap(), by_value(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn pointers_find_the_top_members_and_below() {
+        let p = |t: &str| Pointer::parse(t).unwrap();
+        let c = Canonical::of(
+            r#"{"id":1,"a/b":{"~":[10,{"x":"deep"}]},"id":"last","t":null,"n":{"id":2}}"#,
+        )
+        .unwrap();
+        for (pointer, want) in [
+            ("/id", Some(serde_json::json!("last"))),
+            ("/a~1b/~0/1/x", Some(serde_json::json!("deep"))),
+            ("/a~1b/~0/0", Some(serde_json::json!(10))),
+            ("/t", Some(Value::Null)),
+            ("/n/id", Some(serde_json::json!(2))),
+            ("/missing", None),
+            ("/a~1b/~0/2", None),
+            ("/id/0", None),
+            ("", None),
+        ] {
+            assert_eq!(c.value_at(&p(pointer)).unwrap(), want, "{pointer}");
+        }
+        let array = Canonical::of(r#"[{"id":1}]"#).unwrap();
+        assert!(!array.is_object());
+        assert_eq!(array.value_at(&p("/0")).unwrap(), None, "no top member");
+    }
+
+    #[test]
+    fn not_json_is_an_error() {
+        for text in ["", "{", r#"{"a":}"#, "[1,]", "{} {}", r#"{"a":1,}"#, "nul"] {
+            assert!(canonical(text).is_err(), "{text:?}");
+        }
+    }
+
+    /// Any JSON value, with keys that need escapes and numbers of every
+    /// kind.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-zé\"\\\\/\u{1}\n ]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-dé\"\\\\]{0,3}", inner), 0..6)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `value` as a server might send it: members in reverse order, and
+    /// whitespace everywhere it may go.
+    fn sent(value: &Value) -> String {
+        match value {
+            Value::Object(map) => {
+                let members: Vec<String> = map
+                    .iter()
+                    .rev()
+                    .map(|(k, v)| format!(" {} : {} ", Value::from(k.as_str()), sent(v)))
+                    .collect();
+                format!("{{ {} }}", members.join(" , "))
+            }
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(sent).collect();
+                format!("[ {} ]", items.join(" , "))
+            }
+            scalar => scalar.to_string(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn equals_the_value_text_whatever_the_order_and_spacing(value in json()) {
+            let text = sent(&value);
+            prop_assert_eq!(canonical(&text).unwrap(), serde_json::to_string(&value).unwrap());
+        }
+
+        #[test]
+        fn of_its_own_output_is_the_same(value in json()) {
+            let once = canonical(&value.to_string()).unwrap();
+            prop_assert_eq!(canonical(&once).unwrap(), once.clone());
+        }
+    }
+}
