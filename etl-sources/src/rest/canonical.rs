@@ -16,11 +16,9 @@ use std::fmt;
 use std::ops::Range;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::pointer::{step, Pointer};
+use super::pointer::{Key, Pointer};
 
 /// A value in canonical form, with where the members of a top-level object
 /// are in it (for the pointers that pick a record's id and update time).
@@ -56,26 +54,16 @@ impl<'a> Canonical<'a> {
 
     /// The value at `pointer`, parsed (a record's id or update time);
     /// `None` when nothing is there or `pointer` is the whole value. The
-    /// first step is a lookup among the top-level members; any further
-    /// step reads one level of that member's text.
+    /// first step is a lookup among the top-level members found while
+    /// writing the text, not a second parse.
     pub(crate) fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
-        let Some((first, rest)) = pointer.tokens().split_first() else {
-            return Ok(None);
-        };
-        let Ok(at) = self
-            .members
-            .binary_search_by(|(key, _)| key.as_ref().cmp(first.as_str()))
-        else {
-            return Ok(None);
-        };
-        let mut node: &RawValue = serde_json::from_str(&self.text[self.members[at].1.clone()])?;
-        for token in rest {
-            match step(node, token)? {
-                Some(next) => node = next,
-                None => return Ok(None),
-            }
-        }
-        serde_json::from_str(node.get()).map(Some)
+        pointer.value_below(|first| {
+            let at = self
+                .members
+                .binary_search_by(|(key, _)| key.as_ref().cmp(first))
+                .ok()?;
+            Some(&self.text[self.members[at].1.clone()])
+        })
     }
 }
 
@@ -213,34 +201,6 @@ impl<'de: 'k, 'k> Visitor<'de> for Canon<'_, 'k> {
         self.out.copy_within(assembled.., start);
         self.out.truncate(start + (self.out.len() - assembled));
         Ok(())
-    }
-}
-
-/// An object key, borrowed from the text unless it has escapes (serde's
-/// own `Cow` always copies).
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-
-        deserializer.deserialize_str(KeyVisitor)
     }
 }
 

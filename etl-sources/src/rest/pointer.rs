@@ -82,11 +82,6 @@ impl Pointer {
         })
     }
 
-    /// The reference tokens, unescaped.
-    pub(crate) fn tokens(&self) -> &[String] {
-        &self.tokens
-    }
-
     /// The value it points at in `doc`, if any.
     pub fn get<'a>(&self, doc: &'a Value) -> Option<&'a Value> {
         self.tokens.iter().try_fold(doc, |node, token| match node {
@@ -104,36 +99,93 @@ impl Pointer {
         let Some((first, rest)) = self.tokens.split_first() else {
             return Ok(Some(Node::Top));
         };
-        let mut node = match &body.top {
+        let top = match &body.top {
             Top::Object(map) => map.get(first.as_str()).copied(),
             Top::Array(items) => index(first).and_then(|i| items.get(i).copied()),
             Top::Scalar => None,
         };
-        for token in rest {
-            let Some(here) = node else {
-                return Ok(None);
-            };
-            node = step(here, token)?;
+        match top {
+            Some(top) => Ok(descend(top.get(), rest)?.map(Node::Raw)),
+            None => Ok(None),
         }
-        Ok(node.map(Node::Raw))
+    }
+
+    /// The value it points at below a document's top level, parsed:
+    /// `member` gives the text of the top-level member its first token
+    /// names. `None` when nothing is there, or for the whole document.
+    pub(crate) fn value_below<'a>(
+        &self,
+        member: impl FnOnce(&str) -> Option<&'a str>,
+    ) -> Result<Option<Value>, serde_json::Error> {
+        let Some((first, rest)) = self.tokens.split_first() else {
+            return Ok(None);
+        };
+        match member(first).map(|top| descend(top, rest)).transpose()? {
+            Some(Some(node)) => serde_json::from_str(node).map(Some),
+            _ => Ok(None),
+        }
     }
 }
 
+/// Down from `node` by `tokens`, one level read at a time.
+fn descend<'a>(mut node: &'a str, tokens: &[String]) -> Result<Option<&'a str>, serde_json::Error> {
+    for token in tokens {
+        match step(node, token)? {
+            Some(next) => node = next,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(node))
+}
+
 /// One level down from `node` by `token`.
-pub(crate) fn step<'a>(
-    node: &'a RawValue,
-    token: &str,
-) -> Result<Option<&'a RawValue>, serde_json::Error> {
-    let text = node.get().trim_start();
+fn step<'a>(node: &'a str, token: &str) -> Result<Option<&'a str>, serde_json::Error> {
+    let text = node.trim_start();
     Ok(if text.starts_with('{') {
-        let map: HashMap<Cow<'a, str>, &'a RawValue> = serde_json::from_str(node.get())?;
-        map.get(token).copied()
+        let map: HashMap<Key<'a>, &'a RawValue> = serde_json::from_str(node)?;
+        map.get(token).map(|v| v.get())
     } else if text.starts_with('[') {
-        let items: Vec<&'a RawValue> = serde_json::from_str(node.get())?;
-        index(token).and_then(|i| items.get(i).copied())
+        let items: Vec<&'a RawValue> = serde_json::from_str(node)?;
+        index(token).and_then(|i| items.get(i).map(|v| v.get()))
     } else {
         None
     })
+}
+
+/// An object key, borrowed from the text unless it has escapes (serde's
+/// own `Cow<str>` always copies). Of a key sent twice, a map keeps the
+/// last, as `serde_json::Value` does.
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
+
+impl std::borrow::Borrow<str> for Key<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+            type Value = Key<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'a>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Key<'a>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
 }
 
 /// A page's body with its top level read, once: the whole text checked to
@@ -144,7 +196,7 @@ pub(crate) struct Body<'a> {
 }
 
 enum Top<'a> {
-    Object(HashMap<Cow<'a, str>, &'a RawValue>),
+    Object(HashMap<Key<'a>, &'a RawValue>),
     Array(Vec<&'a RawValue>),
     Scalar,
 }
@@ -152,7 +204,7 @@ enum Top<'a> {
 /// What a pointer found: the whole body, or a value in it.
 pub(crate) enum Node<'a> {
     Top,
-    Raw(&'a RawValue),
+    Raw(&'a str),
 }
 
 impl<'a> Body<'a> {
@@ -172,8 +224,8 @@ impl<'a> Body<'a> {
                 Top::Array(items) => Some(items.clone()),
                 _ => None,
             }),
-            Some(Node::Raw(raw)) if raw.get().trim_start().starts_with('[') => {
-                serde_json::from_str(raw.get()).map(Some)
+            Some(Node::Raw(raw)) if raw.trim_start().starts_with('[') => {
+                serde_json::from_str(raw).map(Some)
             }
             _ => Ok(None),
         }
@@ -184,7 +236,7 @@ impl<'a> Body<'a> {
     pub fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
         match pointer.find(self)? {
             None => Ok(None),
-            Some(Node::Raw(raw)) => serde_json::from_str(raw.get()).map(Some),
+            Some(Node::Raw(raw)) => serde_json::from_str(raw).map(Some),
             // The whole body is never a next URL or a count.
             Some(Node::Top) => Ok(None),
         }
@@ -204,7 +256,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
 
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Top<'a>, M::Error> {
                 let mut members = HashMap::new();
-                while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                while let Some((k, v)) = map.next_entry::<Key<'a>, &'de RawValue>()? {
                     members.insert(k, v);
                 }
                 Ok(Top::Object(members))
@@ -280,7 +332,7 @@ mod tests {
             assert_eq!(pointer.get(&doc), Some(&want), "{p}");
             let found = match pointer.find(&body).unwrap().unwrap() {
                 Node::Top => doc.clone(),
-                Node::Raw(raw) => serde_json::from_str(raw.get()).unwrap(),
+                Node::Raw(raw) => serde_json::from_str(raw).unwrap(),
             };
             assert_eq!(found, want, "{p}");
         }
