@@ -14,6 +14,7 @@ pub(crate) mod op;
 #[doc(hidden)]
 pub mod private;
 mod report;
+mod reshape;
 pub(crate) mod run;
 mod timed;
 

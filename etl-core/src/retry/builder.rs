@@ -8,8 +8,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use super::call::{Call, ResultOnly};
+use super::call::Call;
 use super::op::{self, Op, OpRef};
+use super::reshape::{Reshaped, ResultOnly};
 use super::run;
 use super::{
     BreakerSlot, ByError, CircuitBreaker, Classify, Cut, CutSlot, Jitter, NoBreaker, Observer,
@@ -327,7 +328,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        ResultOnly::new(self.run_with_report(op))
+        Reshaped::<_, ResultOnly>::new(self.run_with_report(op))
     }
 
     /// [`Retry::run`], and how the call ended: attempts, time slept, and
@@ -397,7 +398,7 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
         B: BreakerSlot<E>,
         E: fmt::Display,
     {
-        ResultOnly::new(Call::new(self, ctx, op, run::retry_boxed))
+        Reshaped::<_, ResultOnly>::new(Call::new(self, ctx, op, run::retry_boxed))
     }
 }
 

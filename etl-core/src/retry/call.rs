@@ -6,7 +6,8 @@
 //! Written by hand rather than as an `async` block: the compiler does not
 //! inline an `async` block's `poll` once the block holds a breaker, and the
 //! call through memory that remains costs more than all the options' own
-//! work on the success path. A hand-written `poll` can say `#[inline]`.
+//! work on the success path. A hand-written `poll` can say
+//! `#[inline(always)]`.
 
 use std::fmt;
 use std::future::Future;
@@ -143,33 +144,5 @@ where
                 StageProj::Done => panic!("a retried call polled after it completed"),
             }
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A [`Call`] that gives its result without the report (`Retry::run`,
-    /// `Retry::run_lending`).
-    pub(crate) struct ResultOnly<Inner> {
-        #[pin]
-        call: Inner,
-    }
-}
-
-impl<Inner> ResultOnly<Inner> {
-    #[inline]
-    pub(crate) fn new(call: Inner) -> Self {
-        ResultOnly { call }
-    }
-}
-
-impl<Inner, R, E> Future for ResultOnly<Inner>
-where
-    Inner: Future<Output = (Result<R, E>, RetryReport)>,
-{
-    type Output = Result<R, E>;
-
-    #[inline(always)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().call.poll(cx).map(|(result, _)| result)
     }
 }

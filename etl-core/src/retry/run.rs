@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::breaker::Admitted;
 use super::op::{self, OpRef, Reason};
+use super::reshape::{LentNothing, Reshaped};
 use super::timed::{Clock, NoCutoff, RunCut};
 use super::{
     BreakerSlot, ByError, Classify, CutSlot, Jitter, NoBreaker, Observer, Retry, RetryEvent,
@@ -146,38 +147,13 @@ where
 #[inline]
 pub(crate) fn lend_nothing<K, F, Fut, R, E>(
     mut op: F,
-) -> impl FnMut((), K) -> LentNothing<K::Run<Fut, R>>
+) -> impl FnMut((), K) -> Reshaped<K::Run<Fut, R>, LentNothing>
 where
     K: RunCut<E>,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<R, E>>,
 {
-    move |(), cutoff: K| LentNothing {
-        attempt: cutoff.run(op()),
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A plain op's attempt, handing back the `()` it was lent.
-    pub(crate) struct LentNothing<A> {
-        #[pin]
-        attempt: A,
-    }
-}
-
-impl<A, R, E> Future for LentNothing<A>
-where
-    A: Future<Output = Result<R, E>>,
-{
-    type Output = ((), Result<R, E>);
-
-    #[inline]
-    fn poll(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        self.project().attempt.poll(cx).map(|result| ((), result))
-    }
+    move |(), cutoff: K| Reshaped::new(cutoff.run(op()))
 }
 
 impl<C, T, B> Retry<'_, C, T, B> {
