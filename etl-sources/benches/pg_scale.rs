@@ -26,12 +26,14 @@
 //! Without `ETL_PG_URL` it says so and measures nothing.
 
 use etl_sources::replay::{Replay, ReplayServer};
-use std::process::Command;
 use std::time::Instant;
 use tokio_postgres::NoTls;
 
 /// Runs of each kind per size; the median wall time and the largest RSS
 /// are reported.
+#[path = "support/gnu_time.rs"]
+mod gnu_time;
+
 const RUNS: usize = 5;
 
 fn main() {
@@ -222,26 +224,16 @@ struct Run {
 }
 
 fn launches(base: &str, url: &str, table: &str, incremental: bool) -> Run {
-    let mut command = Command::new("/usr/bin/time");
-    command.args(["-f", "max-rss-kb: %M", env!("CARGO_BIN_EXE_launches")]);
+    let mut command = gnu_time::command(env!("CARGO_BIN_EXE_launches"));
     command.args(["--base-url", base, "--out", url, "--pg-table", table]);
     if incremental {
         command.arg("--incremental");
     }
-    let start = Instant::now();
-    let output = command
-        .output()
-        .expect("GNU time at /usr/bin/time (Debian package `time`)");
-    let wall = start.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    let max_rss_kb = stderr
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("max-rss-kb: "))
-        .and_then(|kb| kb.parse().ok())
-        .unwrap_or_else(|| panic!("no max RSS from /usr/bin/time: {stderr}"));
+    let gnu_time::Timed {
+        wall,
+        max_rss_kb,
+        stdout,
+    } = gnu_time::run(command);
     // "done: P pages, R launches read, N new rows written to ..."
     let new = stdout
         .lines()

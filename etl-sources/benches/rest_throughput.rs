@@ -31,9 +31,11 @@ use serde_json::json;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+
+#[path = "support/gnu_time.rs"]
+mod gnu_time;
 
 const RECORDS: usize = 100_000;
 const PAGE: usize = 500;
@@ -300,14 +302,9 @@ fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
     let out = dir.join("items.jsonl");
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(dir.join("items.rejects.jsonl"));
-    let mut command = Command::new("/usr/bin/time");
+    let mut command = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
     command
-        .args([
-            "-f",
-            "cpu: %U %S\nmax-rss-kb: %M",
-            env!("CARGO_BIN_EXE_etl"),
-            "run",
-        ])
+        .arg("run")
         .arg(file)
         .arg("--out")
         .arg(&out)
@@ -315,49 +312,31 @@ fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
     if let Some(n) = max_pages {
         command.args(["--max-pages", &n.to_string()]);
     }
-    let (wall, rss, stdout) = timed(command);
+    let run = gnu_time::run(command);
     let expected = max_pages.map_or(RECORDS, |n| n as usize * PAGE);
     assert!(
-        stdout.contains(&format!("{expected} new rows")),
-        "etl run: {stdout}"
+        run.stdout.contains(&format!("{expected} new rows")),
+        "etl run: {}",
+        run.stdout
     );
-    (wall, rss)
+    (run.wall, run.max_rss_kb)
 }
 
 /// One dlt run into a fresh directory: wall seconds and peak RSS (KB).
 fn dlt(python: &str, url: &str) -> (f64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
-    let mut command = Command::new("/usr/bin/time");
+    let mut command = gnu_time::command(python);
     command
-        .args(["-f", "max-rss-kb: %M", python, script, url])
+        .args([script, url])
         .arg(dir.path())
         .env("RUNTIME__LOG_LEVEL", "WARNING");
-    let (wall, rss, stdout) = timed(command);
-    assert_eq!(stdout.trim(), RECORDS.to_string(), "dlt loaded: {stdout}");
-    (wall, rss)
-}
-
-fn timed(mut command: Command) -> (f64, u64, String) {
-    let start = Instant::now();
-    let output = command
-        .output()
-        .expect("GNU time at /usr/bin/time (Debian package `time`)");
-    let wall = start.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    if std::env::var_os("ETL_BENCH_CPU").is_some() {
-        eprintln!(
-            "{}",
-            stderr.lines().rev().take(2).collect::<Vec<_>>().join(" | ")
-        );
-    }
-    let rss = stderr
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("max-rss-kb: "))
-        .and_then(|kb| kb.parse().ok())
-        .unwrap_or_else(|| panic!("no max RSS from /usr/bin/time: {stderr}"));
-    (wall, rss, stdout)
+    let run = gnu_time::run(command);
+    assert_eq!(
+        run.stdout.trim(),
+        RECORDS.to_string(),
+        "dlt loaded: {}",
+        run.stdout
+    );
+    (run.wall, run.max_rss_kb)
 }
