@@ -274,6 +274,18 @@ impl Pipeline {
         let pointer = |s: &Spanned<String>, key: &str| {
             Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e))
         };
+        // A record's id or update time is a value inside it: `""` (the
+        // whole record) would reject every record, so it is refused here.
+        let in_record = |s: &Spanned<String>, key: &str| {
+            if s.get_ref().is_empty() {
+                return Err(at.key(
+                    s.span(),
+                    key,
+                    "is the whole record (\"\"): point at a value inside it, such as \"/id\"",
+                ));
+            }
+            pointer(s, key)
+        };
         let mut headers = BTreeMap::new();
         for (k, v) in &file.headers {
             reqwest::header::HeaderName::from_bytes(k.get_ref().as_bytes())
@@ -299,11 +311,11 @@ impl Pipeline {
             name: name.clone(),
             url,
             records: pointer(&file.records, "records")?,
-            id: pointer(&file.id, "id")?,
+            id: in_record(&file.id, "id")?,
             updated_at: file
                 .updated_at
                 .as_ref()
-                .map(|u| pointer(u, "updated_at"))
+                .map(|u| in_record(u, "updated_at"))
                 .transpose()?,
             params: file.params,
             headers,

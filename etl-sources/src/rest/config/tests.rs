@@ -159,6 +159,15 @@ fn pointers_urls_and_names_are_checked() {
     assert!(e.contains("`name`"), "{e}");
     let e = error("[headers]\n\"bad header\" = \"x\"\n");
     assert!(e.contains("`headers`"), "{e}");
+    let e = Pipeline::parse(&BASE.replace("\"/id\"", "\"\""), "f", |_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 4") && e.contains("`id` is the whole record"),
+        "{e}"
+    );
+    let e = error("updated_at = \"\"\n");
+    assert!(e.contains("`updated_at` is the whole record"), "{e}");
 }
 
 #[test]
