@@ -1,0 +1,163 @@
+//! The two tables' columns, as Delta fields and as Arrow batches: the rows
+//! table (the PostgreSQL table's columns) and the rejects table.
+
+use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::datatypes::{DataType as ArrowType, Field, Schema as ArrowSchema, TimeUnit};
+use deltalake::kernel::{DataType, StructField, StructType};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The time zone of every timestamp column: Delta's `timestamp` is UTC.
+const UTC: &str = "UTC";
+
+/// What one table holds: its key column first, then the rest, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Columns {
+    fields: Vec<StructField>,
+}
+
+impl Columns {
+    /// The rows table: `content_key`, the record-id column `id_column`,
+    /// `updated_at`, `loaded_at`, `row` (the record as canonical JSON text).
+    pub fn rows(id_column: &str) -> Self {
+        Columns {
+            fields: vec![
+                StructField::new("content_key", DataType::STRING, false),
+                StructField::new(id_column, DataType::STRING, true),
+                StructField::new("updated_at", DataType::TIMESTAMP, true),
+                StructField::new("loaded_at", DataType::TIMESTAMP, false),
+                StructField::new("row", DataType::STRING, false),
+            ],
+        }
+    }
+
+    /// The rejects table: `reject_key`, `raw` (the entry as sent), `error`,
+    /// `source`, `rejected_at`.
+    pub fn rejects() -> Self {
+        Columns {
+            fields: vec![
+                StructField::new("reject_key", DataType::STRING, false),
+                StructField::new("raw", DataType::STRING, false),
+                StructField::new("error", DataType::STRING, false),
+                StructField::new("source", DataType::STRING, false),
+                StructField::new("rejected_at", DataType::TIMESTAMP, false),
+            ],
+        }
+    }
+
+    /// The Delta fields, for creating the table.
+    pub fn fields(&self) -> &[StructField] {
+        &self.fields
+    }
+
+    /// The key column: what each entry is known by.
+    pub fn key(&self) -> &str {
+        self.fields[0].name()
+    }
+
+    /// Where `found` (an existing table's schema) differs from these
+    /// columns, in words; `None` when it holds exactly them.
+    pub fn mismatch(&self, found: &StructType) -> Option<String> {
+        let want: Vec<(&str, &DataType)> = self
+            .fields
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type()))
+            .collect();
+        let have: Vec<(&str, &DataType)> = found
+            .fields()
+            .map(|f| (f.name().as_str(), f.data_type()))
+            .collect();
+        (want != have).then(|| {
+            format!(
+                "it holds another table (columns {}), not this one's ({})",
+                describe(&have),
+                describe(&want)
+            )
+        })
+    }
+
+    /// The Arrow schema of a batch for this table: Delta's `string` is
+    /// Arrow's `Utf8`, its `timestamp` microseconds in UTC.
+    pub fn arrow_schema(&self) -> Arc<ArrowSchema> {
+        let fields = self.fields.iter().map(|f| {
+            let ty = if *f.data_type() == DataType::TIMESTAMP {
+                ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into()))
+            } else {
+                ArrowType::Utf8
+            };
+            Field::new(f.name(), ty, f.is_nullable())
+        });
+        Arc::new(ArrowSchema::new(fields.collect::<Vec<_>>()))
+    }
+}
+
+fn describe(columns: &[(&str, &DataType)]) -> String {
+    columns
+        .iter()
+        .map(|(name, ty)| format!("{name} {ty}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A column of text values.
+pub(crate) fn text<'a>(values: impl IntoIterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(StringArray::from_iter(values))
+}
+
+/// A column of UTC timestamps, in microseconds (Delta's precision).
+pub(crate) fn times(values: impl IntoIterator<Item = Option<i64>>) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from_iter(values).with_timezone(UTC))
+}
+
+/// `t` in whole microseconds since the epoch, cut (never rounded up, so a
+/// cursor read back never passes the time it came from).
+pub(crate) fn micros(t: SystemTime) -> Option<i64> {
+    let since = t.duration_since(UNIX_EPOCH).ok()?;
+    i64::try_from(since.as_micros()).ok()
+}
+
+/// A batch of `columns` for `schema`.
+pub(crate) fn batch(
+    schema: Arc<ArrowSchema>,
+    columns: Vec<ArrayRef>,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    RecordBatch::try_new(schema, columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_rows_table_has_the_postgres_columns() {
+        let columns = Columns::rows("launch_id");
+        let names: Vec<&str> = columns.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            ["content_key", "launch_id", "updated_at", "loaded_at", "row"]
+        );
+        assert_eq!(columns.key(), "content_key");
+        let schema = columns.arrow_schema();
+        assert_eq!(schema.fields().len(), 5);
+    }
+
+    #[test]
+    fn another_schema_is_named_as_a_mismatch() {
+        let mine = Columns::rows("record_id");
+        let same = StructType::try_new(mine.fields().iter().cloned()).unwrap();
+        assert_eq!(mine.mismatch(&same), None);
+        let other = StructType::try_new(Columns::rejects().fields().iter().cloned()).unwrap();
+        let why = mine.mismatch(&other).unwrap();
+        assert!(why.contains("reject_key"), "{why}");
+        assert!(why.contains("content_key"), "{why}");
+    }
+
+    #[test]
+    fn micros_cut_and_read_back() {
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        let m = micros(t).unwrap();
+        assert_eq!(m, 1_700_000_000_123_456);
+        assert_eq!(micros(UNIX_EPOCH - Duration::from_secs(1)), None);
+    }
+}

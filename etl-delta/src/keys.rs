@@ -1,0 +1,266 @@
+//! [`KeyIndex`]: which keys a table holds, known without reading its rows.
+//!
+//! Each data file's key column carries a Parquet bloom filter (written by
+//! [`writer_properties`]): the index keeps one filter per row group, read
+//! from the file's footer once, when the file first appears in the log.
+//! A key no filter holds is new for certain; a key a filter may hold is
+//! checked against that row group's key column, read then. So a load costs
+//! what it loads (its keys' probes, and the row groups they hit), not what
+//! the table holds, and memory stays a few bytes a held key.
+//!
+//! A file another tool wrote (an OPTIMIZE that rewrote the table, say) may
+//! have no filter: its key column is read once and a filter built from it.
+
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::DataType as ArrowType;
+use deltalake::logstore::parquet_reader::ParquetObjectReader;
+use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use deltalake::parquet::arrow::ProjectionMask;
+use deltalake::parquet::bloom_filter::Sbbf;
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
+use deltalake::{ObjectStore, Path};
+use etl_core::EtlError;
+use futures_util::{StreamExt, TryStreamExt};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::errors::from_parquet;
+
+/// The false-positive rate of every filter: a key probed against a
+/// thousand files hits a row group it is not in about once in a hundred
+/// probes, and a filter costs about four bytes a key.
+const FPP: f64 = 1e-5;
+
+/// How many files' footers are read at once when many are new (object
+/// storage answers each in a round trip).
+const READ_AHEAD: usize = 16;
+
+/// A data file of the table, as the log lists it.
+#[derive(Clone, Debug)]
+pub(crate) struct DataFile {
+    /// Its path below the table's root.
+    pub path: Path,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The filters of one file.
+#[derive(Debug)]
+struct FileKeys {
+    size: u64,
+    /// One filter per row group (`Some(i)`), or one for the whole file
+    /// (`None`: a file this process wrote, whose keys it knew).
+    groups: Vec<(Option<usize>, Sbbf)>,
+}
+
+/// The keys of a table's live files, as bloom filters.
+#[derive(Debug, Default)]
+pub(crate) struct KeyIndex {
+    files: HashMap<Path, FileKeys>,
+}
+
+/// Parquet properties for a file of `rows` entries whose key column is
+/// `key`: a bloom filter on it, sized for those entries.
+pub(crate) fn writer_properties(key: &str, rows: usize) -> WriterProperties {
+    let column = ColumnPath::from(key);
+    WriterProperties::builder()
+        .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
+        .set_column_bloom_filter_enabled(column.clone(), true)
+        .set_column_bloom_filter_fpp(column.clone(), FPP)
+        .set_column_bloom_filter_max_ndv(column, rows.max(1) as u64)
+        .build()
+}
+
+impl KeyIndex {
+    /// Brings the index to `live`, the table's files now: files gone from
+    /// the log (compacted away, say) are forgotten, new ones read.
+    pub async fn sync(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        live: Vec<DataFile>,
+        key: &str,
+        location: &str,
+    ) -> Result<(), EtlError> {
+        let live_paths: HashSet<&Path> = live.iter().map(|f| &f.path).collect();
+        self.files.retain(|path, _| live_paths.contains(path));
+        let new: Vec<DataFile> = live
+            .into_iter()
+            .filter(|f| !self.files.contains_key(&f.path))
+            .collect();
+        let read: Vec<(Path, FileKeys)> = futures_util::stream::iter(new)
+            .map(|file| async move {
+                let keys = read_filters(store, &file, key, location).await?;
+                Ok::<_, EtlError>((file.path, keys))
+            })
+            .buffer_unordered(READ_AHEAD)
+            .try_collect()
+            .await?;
+        self.files.extend(read);
+        Ok(())
+    }
+
+    /// Records the file this process just committed, with the keys it holds.
+    pub fn add_written(&mut self, file: DataFile, keys: &[&str]) {
+        let mut filter = filter_for(keys.len());
+        for key in keys {
+            filter.insert(*key);
+        }
+        self.files.insert(
+            file.path,
+            FileKeys {
+                size: file.size,
+                groups: vec![(None, filter)],
+            },
+        );
+    }
+
+    /// For each of `keys`, whether the table holds it: the filters first,
+    /// then the key column of each row group a filter may hold it in.
+    pub async fn held(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        keys: &[String],
+        key: &str,
+        location: &str,
+    ) -> Result<Vec<bool>, EtlError> {
+        // (file, row group) -> the keys to look for there.
+        let mut probes: HashMap<(&Path, Option<usize>), Vec<usize>> = HashMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            for (path, file) in &self.files {
+                for (group, filter) in &file.groups {
+                    if filter.check(k.as_str()) {
+                        probes.entry((path, *group)).or_default().push(i);
+                    }
+                }
+            }
+        }
+        let mut held = vec![false; keys.len()];
+        for ((path, group), wanted) in probes {
+            if wanted.iter().all(|&i| held[i]) {
+                continue;
+            }
+            let size = self.files[path].size;
+            let file = DataFile {
+                path: path.clone(),
+                size,
+            };
+            let stored = read_keys(store, &file, group, key, location).await?;
+            for i in wanted {
+                held[i] |= stored.contains(keys[i].as_str());
+            }
+        }
+        Ok(held)
+    }
+}
+
+/// An empty filter sized for `n` keys at [`FPP`].
+fn filter_for(n: usize) -> Sbbf {
+    Sbbf::new_with_ndv_fpp(n.max(1) as u64, FPP)
+        .unwrap_or_else(|_| Sbbf::new_with_num_of_bytes(1 << 20))
+}
+
+/// The column index of `key` among the file's leaves.
+fn key_leaf(
+    builder: &ParquetRecordBatchStreamBuilder<ParquetObjectReader>,
+    key: &str,
+    file: &DataFile,
+    location: &str,
+) -> Result<usize, EtlError> {
+    builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .position(|c| c.name() == key)
+        .ok_or_else(|| {
+            EtlError::InvalidInput(format!(
+                "Delta table {location}: data file {} has no `{key}` column",
+                file.path
+            ))
+        })
+}
+
+async fn open_file(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    location: &str,
+) -> Result<ParquetRecordBatchStreamBuilder<ParquetObjectReader>, EtlError> {
+    let reader =
+        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
+    ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| from_parquet(e, file.path.as_ref(), location))
+}
+
+/// Reads one file's filters: each row group's own where the file has one,
+/// else one built from the row group's key column.
+async fn read_filters(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    key: &str,
+    location: &str,
+) -> Result<FileKeys, EtlError> {
+    let mut builder = open_file(store, file, location).await?;
+    let leaf = key_leaf(&builder, key, file, location)?;
+    let mut groups = Vec::new();
+    for group in 0..builder.metadata().num_row_groups() {
+        let stored = builder
+            .get_row_group_column_bloom_filter(group, leaf)
+            .await
+            .map_err(|e| from_parquet(e, file.path.as_ref(), location))?;
+        let filter = match stored {
+            Some(filter) => filter,
+            None => {
+                let keys = read_keys(store, file, Some(group), key, location).await?;
+                let mut filter = filter_for(keys.len());
+                for k in &keys {
+                    filter.insert(k.as_str());
+                }
+                filter
+            }
+        };
+        groups.push((Some(group), filter));
+    }
+    Ok(FileKeys {
+        size: file.size,
+        groups,
+    })
+}
+
+/// The keys stored in one row group of a file (`None`: every row group).
+async fn read_keys(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    group: Option<usize>,
+    key: &str,
+    location: &str,
+) -> Result<HashSet<String>, EtlError> {
+    let builder = open_file(store, file, location).await?;
+    let leaf = key_leaf(&builder, key, file, location)?;
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), [leaf]);
+    let mut builder = builder.with_projection(mask);
+    if let Some(group) = group {
+        builder = builder.with_row_groups(vec![group]);
+    }
+    let fail = |e| from_parquet(e, file.path.as_ref(), location);
+    let mut stream = builder.build().map_err(fail)?;
+    let mut keys = HashSet::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(fail)?;
+        // Whatever string type the writer chose (Utf8, LargeUtf8, Utf8View).
+        let column = cast(batch.column(0), &ArrowType::Utf8).map_err(|e| {
+            EtlError::InvalidInput(format!(
+                "Delta table {location}: `{key}` of {} is not text: {e}",
+                file.path
+            ))
+        })?;
+        let column = column.as_string::<i32>();
+        keys.extend(
+            (0..column.len())
+                .filter(|&i| column.is_valid(i))
+                .map(|i| column.value(i).to_string()),
+        );
+    }
+    Ok(keys)
+}

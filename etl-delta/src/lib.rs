@@ -1,0 +1,278 @@
+//! Exactly-once loads of etl-core rows into Delta Lake tables, for many
+//! writers at once, with no database server and no lock service.
+//!
+//! [`DeltaSink`] keeps each row (any [`Record`]: launches, or rows of your
+//! own) under its [`etl_core::content_key`], as `PostgresSink` does, in a
+//! Delta table that Spark, DuckDB, Polars, Trino or the Python `deltalake`
+//! package read as it stands. Each load that has new rows is one Delta
+//! commit holding only the rows the table lacks, and answers `Ok` only once
+//! that commit is in the log. Writers racing for the table are resolved by
+//! Delta's own optimistic concurrency: the loser of a race checks its rows
+//! again against what the winners added and commits what is still new.
+//!
+//! ```no_run
+//! use etl_core::{IdempotentSink, Launch, Row, Sink};
+//! use etl_delta::DeltaSink;
+//!
+//! # async fn run() -> Result<(), etl_core::EtlError> {
+//! let table = DeltaSink::open("lake/launches").await?;
+//! // The table skips what it holds; the sink in front only spares it the
+//! // rows met again in this process, with flat memory.
+//! let sink = IdempotentSink::bounded(table, 100_000);
+//! let row = Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() });
+//! sink.load(&[row.clone()]).await?;
+//! assert_eq!(sink.load(&[row]).await?, 0);
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod columns;
+mod errors;
+mod keys;
+mod location;
+mod table;
+
+use async_trait::async_trait;
+use etl_core::content::canonical_batch;
+use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
+use std::time::SystemTime;
+use tokio::sync::OnceCell;
+
+use columns::{batch, micros, text, times, Columns};
+use location::Location;
+use table::KeyedTable;
+
+/// A [`Sink`] into one Delta table, created if missing:
+///
+/// | column | holds |
+/// |---|---|
+/// | `content_key` (string, not null) | [`etl_core::content_key`] of the row |
+/// | `launch_id` or `record_id` (string) | [`Record::record_id`], in the column [`Record::ID_COLUMN`] names |
+/// | `updated_at` (timestamp, UTC) | [`Record::updated_at`], to the microsecond |
+/// | `loaded_at` (timestamp, UTC) | when the row was loaded |
+/// | `row` (string) | the record as canonical JSON text (what its key hashes) |
+///
+/// The table never holds a content key twice, however many processes load
+/// it at once and wherever one is killed:
+/// - a `load` with new rows writes one data file and commits it as one
+///   Delta version; a data file written but not committed (a kill, a full
+///   disk, a failed upload) is not part of the table, and a retry writes
+///   its rows again;
+/// - which keys the table holds is known from a Parquet bloom filter on
+///   `content_key` in each data file, read once per file and checked
+///   against the file's key column where it may hold a key: a load costs
+///   what it loads, not what the table holds;
+/// - every commit carries a `txn` action of one app id (`etl-delta`) at the
+///   next version, so two commits racing for a table version conflict in
+///   Delta's own conflict checker; the loser checks its rows again against
+///   the winners' files and commits what is still new.
+///
+/// A file the table holds that another tool wrote (an OPTIMIZE, say) may
+/// have no bloom filter: its key column is read once instead.
+///
+/// It is a [`RejectSink`] too: rejects go to the table `<location>_rejects`
+/// (`reject_key`, `raw`, `error`, `source`, `rejected_at`), created on the
+/// first reject, each entry once.
+#[derive(Debug)]
+pub struct DeltaSink {
+    rows: KeyedTable,
+    rejects_at: Location,
+    rejects: OnceCell<KeyedTable>,
+}
+
+impl DeltaSink {
+    /// Opens the table at `location` for launch rows ([`DeltaSink::open_as`]
+    /// with [`etl_core::Row`]: the id column is `launch_id`).
+    pub async fn open(location: &str) -> Result<Self, EtlError> {
+        Self::open_as::<etl_core::Row>(location).await
+    }
+
+    /// Opens the table at `location`, a local directory (made if missing)
+    /// or `s3://BUCKET/PATH` (feature `s3`; credentials and endpoint from
+    /// the environment, as delta-rs reads them: `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL` or `AWS_REGION`,
+    /// `AWS_ALLOW_HTTP`), for records of type `T`. The table is created
+    /// with the id column [`Record::ID_COLUMN`] if it does not exist.
+    ///
+    /// Fails with [`EtlError::InvalidInput`], naming the location, when it
+    /// is a file, cannot be made or written, lacks S3 credentials, or holds
+    /// a table of other columns.
+    pub async fn open_as<T: Record>(location: &str) -> Result<Self, EtlError> {
+        let at = Location::parse(location)?;
+        let rejects_at = at.rejects()?;
+        let rows = KeyedTable::open(at, Columns::rows(T::ID_COLUMN)).await?;
+        Ok(DeltaSink {
+            rows,
+            rejects_at,
+            rejects: OnceCell::new(),
+        })
+    }
+
+    /// Where the rows go, as given to [`DeltaSink::open_as`].
+    pub fn location(&self) -> &str {
+        self.rows.shown()
+    }
+
+    /// Where the rejects go: the location with `_rejects` added.
+    pub fn rejects_location(&self) -> &str {
+        &self.rejects_at.shown
+    }
+
+    /// The newest `updated_at` of the table (`None` when no row has one),
+    /// in RFC 3339 (`2026-11-12T12:00:00Z`): the cursor of an incremental
+    /// load. Read from the log's file statistics, not from the data files.
+    pub async fn newest_updated_at(&self) -> Result<Option<String>, EtlError> {
+        let newest = self
+            .rows
+            .file_stats()
+            .await?
+            .iter()
+            .filter_map(|stats| newest_in(stats))
+            .max();
+        Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
+    }
+
+    /// How many rows the table holds, from the log's file statistics.
+    pub async fn count(&self) -> Result<u64, EtlError> {
+        self.rows.count().await
+    }
+
+    /// How many rejects the rejects table holds (0 before the first).
+    pub async fn rejects_count(&self) -> Result<u64, EtlError> {
+        match self.rejects_table_if_any().await? {
+            Some(table) => table.count().await,
+            None => Ok(0),
+        }
+    }
+
+    /// The rejects table, opened (and created) on first use.
+    async fn rejects_table(&self) -> Result<&KeyedTable, EtlError> {
+        self.rejects
+            .get_or_try_init(|| KeyedTable::open(self.rejects_at.clone(), Columns::rejects()))
+            .await
+    }
+
+    /// The rejects table if this sink opened it or an earlier run made it.
+    async fn rejects_table_if_any(&self) -> Result<Option<&KeyedTable>, EtlError> {
+        if let Some(table) = self.rejects.get() {
+            return Ok(Some(table));
+        }
+        let log = self.rejects_at.url.scheme() != "file"
+            || std::path::Path::new(self.rejects_at.url.path())
+                .join("_delta_log")
+                .is_dir();
+        if log {
+            self.rejects_table().await.map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// The `updated_at` maximum in one file's statistics (Delta's stats JSON:
+/// `{"maxValues": {"updated_at": "2026-11-12T12:00:00.000Z"}, ...}`).
+fn newest_in(stats: &str) -> Option<SystemTime> {
+    let stats: serde_json::Value = serde_json::from_str(stats).ok()?;
+    let max = stats.get("maxValues")?.get("updated_at")?.as_str()?;
+    humantime::parse_rfc3339_weak(max.trim_end_matches('Z'))
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(max).ok())
+}
+
+#[async_trait]
+impl<T: Record> Sink<T> for DeltaSink {
+    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // Every key and canonical form first (on every core for a large
+        // batch), so a row that cannot be serialised writes nothing.
+        let encoded = canonical_batch(rows)?;
+        let updated: Vec<Option<i64>> = rows
+            .iter()
+            .zip(&encoded)
+            .map(|(row, c)| row.updated_at().and_then(|t| update_time(&t, &c.key)))
+            .collect();
+        let ids: Vec<Option<String>> = rows.iter().map(Record::record_id).collect();
+        let keys: Vec<String> = encoded.iter().map(|c| c.key.clone()).collect();
+        let loaded_at = micros(SystemTime::now());
+        let schema = self.rows.columns().arrow_schema();
+        self.rows
+            .append(&keys, |fresh| {
+                let each = || fresh.iter().map(|&i| (&encoded[i], i));
+                batch(
+                    schema.clone(),
+                    vec![
+                        text(each().map(|(c, _)| Some(c.key.as_str()))),
+                        text(each().map(|(_, i)| ids[i].as_deref())),
+                        times(each().map(|(_, i)| updated[i])),
+                        times(each().map(|_| loaded_at)),
+                        text(each().map(|(c, _)| Some(c.json.as_str()))),
+                    ],
+                )
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl RejectSink for DeltaSink {
+    async fn reject(&self, rejects: &[Reject]) -> Result<usize, EtlError> {
+        if rejects.is_empty() {
+            return Ok(0);
+        }
+        let table = self.rejects_table().await?;
+        let keys: Vec<String> = rejects.iter().map(Reject::key).collect();
+        let at = micros(SystemTime::now());
+        let schema = table.columns().arrow_schema();
+        let kept = table
+            .append(&keys, |fresh| {
+                let each = || fresh.iter().map(|&i| (&rejects[i], i));
+                batch(
+                    schema.clone(),
+                    vec![
+                        text(each().map(|(_, i)| Some(keys[i].as_str()))),
+                        text(each().map(|(r, _)| Some(r.raw.get()))),
+                        text(each().map(|(r, _)| Some(r.error.as_str()))),
+                        text(each().map(|(r, _)| Some(r.source.as_str()))),
+                        times(each().map(|_| at)),
+                    ],
+                )
+            })
+            .await?;
+        #[cfg(feature = "metrics")]
+        etl_core::metrics::rejects_kept(kept as u64);
+        Ok(kept)
+    }
+}
+
+/// A record's update time for the `updated_at` column, in microseconds. A
+/// value that is not an RFC 3339 UTC timestamp is stored as null (the row
+/// is kept; it only plays no part in the cursor), with a warning naming it.
+fn update_time(text: &str, key: &str) -> Option<i64> {
+    match humantime::parse_rfc3339(text) {
+        Ok(t) => micros(t),
+        Err(e) => {
+            tracing::warn!(value = text, content_key = key, error = %e, "update time is not an RFC 3339 UTC timestamp: stored as null");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_reads_delta_stats_times() {
+        let stats = r#"{"numRecords":2,"maxValues":{"updated_at":"2026-11-12T12:00:00.000Z"}}"#;
+        let t = newest_in(stats).unwrap();
+        assert_eq!(
+            humantime::format_rfc3339(t).to_string(),
+            "2026-11-12T12:00:00Z"
+        );
+        assert_eq!(newest_in(r#"{"numRecords":2}"#), None);
+    }
+}

@@ -1,0 +1,167 @@
+//! [`Location`]: where a table lives, a local directory or an object
+//! storage URL, checked before anything is requested.
+
+use etl_core::EtlError;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use url::Url;
+
+/// The environment variables an `s3://` table needs, as delta-rs reads them:
+/// the credentials, and an endpoint or a region.
+const S3_CREDENTIALS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+const S3_PLACE: [&str; 3] = ["AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"];
+
+/// A table's place: the URL delta-rs opens, and the text errors name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// A `file://` URL of a directory, or an `s3://` URL.
+    pub url: Url,
+    /// What the user wrote, for messages (never holds a secret: those come
+    /// from the environment).
+    pub shown: String,
+}
+
+impl Location {
+    /// Parses and checks `text`: an `s3://BUCKET/PATH` URL, or a local
+    /// directory, made if missing. A path that is a file, a directory that
+    /// cannot be made or written, an `s3://` URL without a bucket, or without
+    /// credentials and an endpoint or region in the environment: an
+    /// `InvalidInput` naming the place.
+    pub fn parse(text: &str) -> Result<Self, EtlError> {
+        if text.is_empty() {
+            return Err(EtlError::InvalidInput(
+                "Delta table: the location is empty".into(),
+            ));
+        }
+        match text.split_once("://") {
+            Some(("s3" | "s3a", _)) => Self::s3(text),
+            Some((scheme, _)) if scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                Err(EtlError::InvalidInput(format!(
+                    "Delta table {text}: `{scheme}://` is not supported (a local directory or s3://BUCKET/PATH)"
+                )))
+            }
+            _ => Self::local(text),
+        }
+    }
+
+    fn s3(text: &str) -> Result<Self, EtlError> {
+        let url = Url::parse(text)
+            .map_err(|e| EtlError::InvalidInput(format!("Delta table {text}: not a URL: {e}")))?;
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {text}: no bucket (s3://BUCKET/PATH)"
+            )));
+        }
+        if !cfg!(feature = "s3") {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {text}: this build has no S3 support (etl-delta's feature `s3`)"
+            )));
+        }
+        let set = |name: &&str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        let missing: Vec<&str> = S3_CREDENTIALS
+            .iter()
+            .filter(|name| !set(name))
+            .copied()
+            .collect();
+        if !missing.is_empty() {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {text}: no S3 credentials: set {}",
+                missing.join(" and ")
+            )));
+        }
+        if !S3_PLACE.iter().any(set) {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {text}: no S3 endpoint or region: set {}",
+                S3_PLACE.join(" or ")
+            )));
+        }
+        Ok(Location {
+            url,
+            shown: text.to_string(),
+        })
+    }
+
+    fn local(text: &str) -> Result<Self, EtlError> {
+        let path = Path::new(text);
+        let invalid = |why: String| EtlError::InvalidInput(format!("Delta table {text}: {why}"));
+        if path.exists() && !path.is_dir() {
+            return Err(invalid("not a directory".into()));
+        }
+        std::fs::create_dir_all(path).map_err(|e| invalid(format!("cannot be made: {e}")))?;
+        check_writable(path).map_err(|e| invalid(format!("cannot be written: {e}")))?;
+        let absolute = std::fs::canonicalize(path).map_err(|e| invalid(e.to_string()))?;
+        let url = Url::from_directory_path(&absolute)
+            .map_err(|()| invalid("not an absolute directory path".into()))?;
+        Ok(Location {
+            url,
+            shown: text.to_string(),
+        })
+    }
+
+    /// The place of this table's rejects table: the same name with
+    /// `_rejects` added (`out/launches` -> `out/launches_rejects`).
+    pub fn rejects(&self) -> Result<Self, EtlError> {
+        let trimmed = self.shown.trim_end_matches('/');
+        Self::parse(&format!("{trimmed}_rejects"))
+    }
+
+    /// The storage options delta-rs is opened with. S3 commits need an
+    /// atomic put-if-absent: S3 (since 2024) and the S3-compatible servers
+    /// that support conditional writes give it with `If-None-Match`, so no
+    /// lock service is needed.
+    pub fn storage_options(&self) -> std::collections::HashMap<String, String> {
+        let mut options = std::collections::HashMap::new();
+        if matches!(self.url.scheme(), "s3" | "s3a") {
+            options.insert("conditional_put".into(), "etag".into());
+        }
+        options
+    }
+}
+
+/// Creates and removes a file in `dir`: the one sure test of a
+/// directory's write permission (the mode bits do not tell for root).
+fn check_writable(dir: &Path) -> std::io::Result<()> {
+    // Unique within the process too: sinks opened at once must not remove
+    // each other's probe.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let probe: PathBuf = dir.join(format!(".etl-delta-probe-{}-{n}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_directory_is_made_and_named_by_a_file_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("t");
+        let loc = Location::parse(at.to_str().unwrap()).unwrap();
+        assert!(at.is_dir());
+        assert_eq!(loc.url.scheme(), "file");
+        assert!(loc.url.path().ends_with("/t/"), "{}", loc.url);
+        let rejects = loc.rejects().unwrap();
+        assert!(rejects.shown.ends_with("t_rejects"), "{}", rejects.shown);
+    }
+
+    #[test]
+    fn a_file_is_not_a_table_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = Location::parse(file.to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert!(e.to_string().contains(file.to_str().unwrap()), "{e}");
+    }
+
+    #[test]
+    fn other_schemes_and_empty_locations_are_refused() {
+        let e = Location::parse("gs://bucket/t").unwrap_err();
+        assert!(e.to_string().contains("gs://"), "{e}");
+        assert!(Location::parse("").is_err());
+        let e = Location::parse("s3:///t").unwrap_err();
+        assert!(e.to_string().contains("bucket"), "{e}");
+    }
+}

@@ -1,0 +1,333 @@
+//! [`KeyedTable`]: a Delta table whose entries are known by a key column,
+//! appended to so that it never holds a key twice, whoever else writes.
+//!
+//! Every append commits, beside its files, a `txn` action of one app id
+//! shared by every writer of the table ([`APP_ID`]), at the version after
+//! the one it read. Two such commits racing for one table version conflict
+//! in delta-rs's own conflict checker (`ConcurrentTransaction`), blind
+//! appends though they are: the loser reads what the winners added, keeps
+//! only the entries still new, and commits again. So the check and the
+//! commit are one optimistic transaction, with no lock of ours.
+
+use deltalake::arrow::array::RecordBatch;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::logstore::object_store::ObjectStoreExt;
+use deltalake::operations::create::CreateBuilder;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore, Path};
+use etl_core::EtlError;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+use crate::columns::Columns;
+use crate::errors::{from_arrow, from_delta, lost_race};
+use crate::keys::{writer_properties, DataFile, KeyIndex};
+use crate::location::Location;
+
+/// The app id of the `txn` action every append commits: one for all
+/// writers of a table, so that any two appends racing conflict.
+pub(crate) const APP_ID: &str = "etl-delta";
+
+/// How many races one append may lose before it gives up with a transient
+/// error (the caller's retry policy then decides): each loss means another
+/// writer's commit went in, so the table as a whole moves on.
+const MAX_RACES: usize = 64;
+
+/// delta-rs's own retries of a commit that meets a newer version whose
+/// actions do not conflict (an OPTIMIZE by another tool, say).
+const COMMIT_RETRIES: usize = 16;
+
+/// A table and the keys it holds.
+pub(crate) struct KeyedTable {
+    location: Location,
+    columns: Columns,
+    state: Mutex<State>,
+}
+
+struct State {
+    table: DeltaTable,
+    index: KeyIndex,
+}
+
+impl std::fmt::Debug for KeyedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedTable")
+            .field("location", &self.location.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyedTable {
+    /// Opens the table at `location`, creating it with `columns` if it does
+    /// not exist; an existing table must hold exactly `columns`. Reads the
+    /// keys' filters of every live file.
+    pub async fn open(location: Location, columns: Columns) -> Result<Self, EtlError> {
+        let shown = location.shown.clone();
+        let fail = |e: DeltaTableError, what: &str| from_delta(e, what, &shown);
+        let mut table = DeltaTableBuilder::from_url(location.url.clone())
+            .map_err(|e| fail(e, "opening"))?
+            .with_storage_options(location.storage_options())
+            .build()
+            .map_err(|e| fail(e, "opening"))?;
+        let exists = table
+            .verify_deltatable_existence()
+            .await
+            .map_err(|e| fail(e, "opening"))?;
+        if !exists {
+            create(&location, &columns).await?;
+        }
+        table.load().await.map_err(|e| fail(e, "reading the log"))?;
+        let schema = table
+            .snapshot()
+            .map_err(|e| fail(e, "reading the log"))?
+            .schema();
+        if let Some(why) = columns.mismatch(&schema) {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {shown}: {why}"
+            )));
+        }
+        let mut state = State {
+            table,
+            index: KeyIndex::default(),
+        };
+        state.sync(&columns, &shown).await?;
+        Ok(KeyedTable {
+            location,
+            columns,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Where the table is, as the user wrote it.
+    pub fn shown(&self) -> &str {
+        &self.location.shown
+    }
+
+    /// The table's columns.
+    pub fn columns(&self) -> &Columns {
+        &self.columns
+    }
+
+    /// Appends the entries with `keys` that the table does not hold (each
+    /// once: the first of equal keys), as one commit, and returns how many
+    /// it wrote. `build` makes the batch of the entries at the indexes it
+    /// is given. `Ok` only once the commit is in the log.
+    pub async fn append(
+        &self,
+        keys: &[String],
+        build: impl Fn(&[usize]) -> Result<RecordBatch, deltalake::arrow::error::ArrowError>,
+    ) -> Result<usize, EtlError> {
+        let shown = self.shown();
+        let key = self.columns.key();
+        let mut state = self.state.lock().await;
+        // The files written for the last attempt, and for which entries.
+        let mut staged: Option<(Vec<usize>, Vec<Add>)> = None;
+        for _ in 0..MAX_RACES {
+            state.refresh(&self.columns, shown).await?;
+            let store = state.table.object_store();
+            let held = state.index.held(&store, keys, key, shown).await?;
+            let fresh = first_unheld(keys, &held);
+            if fresh.is_empty() {
+                discard(&store, staged.take()).await;
+                return Ok(0);
+            }
+            let adds = match staged.take() {
+                Some((entries, adds)) if entries == fresh => adds,
+                earlier => {
+                    discard(&store, earlier).await;
+                    let batch = build(&fresh).map_err(|e| from_arrow(e, shown))?;
+                    state.write(batch, key, fresh.len(), shown).await?
+                }
+            };
+            match state.commit(&adds).await {
+                Ok(()) => {
+                    let written: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
+                    if let [add] = adds.as_slice() {
+                        state.index.add_written(data_file(add), &written);
+                    }
+                    return Ok(fresh.len());
+                }
+                Err(e) if lost_race(&e) => {
+                    tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
+                    staged = Some((fresh, adds));
+                }
+                Err(e) => {
+                    discard(&store, Some((fresh, adds))).await;
+                    return Err(from_delta(e, "committing", shown));
+                }
+            }
+        }
+        Err(EtlError::Network(format!(
+            "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
+        )))
+    }
+
+    /// The live files' statistics, as the log holds them (JSON text, one
+    /// per file that has them), after bringing the table up to date.
+    pub async fn file_stats(&self) -> Result<Vec<String>, EtlError> {
+        let mut state = self.state.lock().await;
+        state.refresh(&self.columns, self.shown()).await?;
+        let snapshot = state
+            .table
+            .snapshot()
+            .map_err(|e| from_delta(e, "reading the log", self.shown()))?;
+        Ok(snapshot
+            .log_data()
+            .iter()
+            .filter_map(|f| f.stats())
+            .collect())
+    }
+
+    /// How many entries the live files hold, by the log's statistics.
+    pub async fn count(&self) -> Result<u64, EtlError> {
+        let mut state = self.state.lock().await;
+        state.refresh(&self.columns, self.shown()).await?;
+        let snapshot = state
+            .table
+            .snapshot()
+            .map_err(|e| from_delta(e, "reading the log", self.shown()))?;
+        Ok(snapshot
+            .log_data()
+            .iter()
+            .map(|f| f.num_records().unwrap_or(0) as u64)
+            .sum())
+    }
+}
+
+impl State {
+    /// Reads the log's new commits, then the new files' key filters.
+    async fn refresh(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
+        self.table
+            .update_incremental(None)
+            .await
+            .map_err(|e| from_delta(e, "reading the log", shown))?;
+        self.sync(columns, shown).await
+    }
+
+    async fn sync(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| from_delta(e, "reading the log", shown))?;
+        let live: Vec<DataFile> = snapshot
+            .log_data()
+            .iter()
+            .map(|f| DataFile {
+                path: f.object_store_path(),
+                size: u64::try_from(f.size()).unwrap_or(0),
+            })
+            .collect();
+        let store = self.table.object_store();
+        self.index.sync(&store, live, columns.key(), shown).await
+    }
+
+    /// Writes `batch` as data files, not yet part of the table.
+    async fn write(
+        &self,
+        batch: RecordBatch,
+        key: &str,
+        rows: usize,
+        shown: &str,
+    ) -> Result<Vec<Add>, EtlError> {
+        let fail = |e| from_delta(e, "writing a data file", shown);
+        let mut writer = RecordBatchWriter::for_table(&self.table)
+            .map_err(fail)?
+            .with_writer_properties(writer_properties(key, rows));
+        writer.write(batch).await.map_err(fail)?;
+        writer.flush().await.map_err(fail)
+    }
+
+    /// Commits `adds` with the next version of the shared `txn`.
+    async fn commit(&mut self, adds: &[Add]) -> Result<(), DeltaTableError> {
+        let log_store = self.table.log_store();
+        let snapshot = self.table.snapshot()?;
+        let next = snapshot
+            .transaction_version(log_store.as_ref(), APP_ID)
+            .await?
+            .map_or(0, |v| v + 1);
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(APP_ID, next));
+        let actions = adds.iter().cloned().map(Action::Add).collect();
+        CommitBuilder::from(properties)
+            .with_actions(actions)
+            .with_max_retries(COMMIT_RETRIES)
+            .build(
+                Some(snapshot),
+                log_store,
+                DeltaOperation::Write {
+                    mode: SaveMode::Append,
+                    partition_by: None,
+                    predicate: None,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Creates the table at `location`. Another writer creating it at the same
+/// moment is no error: the table is then opened as it made it.
+async fn create(location: &Location, columns: &Columns) -> Result<(), EtlError> {
+    let made = CreateBuilder::new()
+        .with_location(location.url.as_str())
+        .with_storage_options(location.storage_options())
+        .with_columns(columns.fields().iter().cloned())
+        .with_save_mode(SaveMode::Ignore)
+        .await;
+    match made {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let exists = DeltaTableBuilder::from_url(location.url.clone())
+                .and_then(|b| b.with_storage_options(location.storage_options()).build());
+            match exists {
+                Ok(table) if table.verify_deltatable_existence().await.unwrap_or(false) => Ok(()),
+                _ => Err(from_delta(e, "creating", &location.shown)),
+            }
+        }
+    }
+}
+
+/// The indexes of the first entry of each key not held.
+fn first_unheld(keys: &[String], held: &[bool]) -> Vec<usize> {
+    let mut seen = HashSet::with_capacity(keys.len());
+    (0..keys.len())
+        .filter(|&i| !held[i] && seen.insert(keys[i].as_str()))
+        .collect()
+}
+
+fn data_file(add: &Add) -> DataFile {
+    DataFile {
+        path: Path::from(add.path.as_str()),
+        size: u64::try_from(add.size).unwrap_or(0),
+    }
+}
+
+/// Deletes data files that were written but will never be committed (best
+/// effort: a file left behind is not part of the table, and VACUUM removes
+/// it).
+async fn discard(store: &Arc<dyn ObjectStore>, staged: Option<(Vec<usize>, Vec<Add>)>) {
+    for add in staged.map(|(_, adds)| adds).unwrap_or_default() {
+        let path = data_file(&add).path;
+        if let Err(e) = store.delete(&path).await {
+            tracing::debug!(file = %path, error = %e, "an uncommitted data file was left behind");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_of_equal_unheld_keys_is_kept() {
+        let keys: Vec<String> = ["a", "b", "a", "c", "b"].map(String::from).to_vec();
+        assert_eq!(
+            first_unheld(&keys, &[false, false, false, true, false]),
+            [0, 1]
+        );
+        assert_eq!(first_unheld(&keys, &[true; 5]), Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,209 @@
+//! DeltaSink against local tables: each content key once, fresh, re-run,
+//! reopened, raced by concurrent writers, rejects, the cursor, and a table
+//! of other columns refused. The keys are read back from the data files the
+//! log lists, as a reader of the table sees them.
+
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::logstore::parquet_reader::ParquetObjectReader;
+use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use etl_core::{content_key, EtlError, IdempotentSink, Launch, Reject, RejectSink, Row, Sink};
+use etl_delta::DeltaSink;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+
+fn launch(i: usize, updated: &str) -> Row {
+    Row::Launches(Launch {
+        id: format!("launch-{i}"),
+        name: format!("Electron {i}"),
+        last_updated: Some(updated.into()),
+        ..Default::default()
+    })
+}
+
+fn launches(range: std::ops::Range<usize>) -> Vec<Row> {
+    range.map(|i| launch(i, "2026-11-01T08:00:00Z")).collect()
+}
+
+/// Every `content_key` the table's live files hold, with how often.
+async fn stored_keys(path: &std::path::Path) -> HashMap<String, usize> {
+    let url = url::Url::from_directory_path(path.canonicalize().unwrap()).unwrap();
+    let table = deltalake::open_table(url).await.unwrap();
+    let store = table.object_store();
+    let mut counts = HashMap::new();
+    for file in table.snapshot().unwrap().log_data().iter() {
+        let reader = ParquetObjectReader::new(store.clone(), file.object_store_path())
+            .with_file_size(file.size() as u64);
+        let mut stream = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .unwrap()
+            .build()
+            .unwrap();
+        while let Some(batch) = stream.next().await {
+            let batch = batch.unwrap();
+            let keys = batch
+                .column_by_name("content_key")
+                .unwrap()
+                .as_string::<i32>();
+            for i in 0..keys.len() {
+                *counts.entry(keys.value(i).to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_rerun_and_reopened_loads_write_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("launches");
+    let rows = launches(0..300);
+
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.load(&rows).await.unwrap(), 300);
+    assert_eq!(sink.load(&rows).await.unwrap(), 0, "the same sink again");
+    assert_eq!(sink.count().await.unwrap(), 300);
+    drop(sink);
+
+    // A later run: the rows held are skipped, the new ones written, and a
+    // batch holding a row twice writes it once.
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    let mut again = launches(250..350);
+    again.push(launch(349, "2026-11-01T08:00:00Z"));
+    assert_eq!(sink.load(&again).await.unwrap(), 50);
+
+    let keys = stored_keys(&at).await;
+    assert_eq!(keys.len(), 350);
+    assert!(keys.values().all(|&n| n == 1), "a key stored twice");
+    for row in &again {
+        assert!(keys.contains_key(&content_key(row).unwrap()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_writers_racing_for_one_table_store_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("raced");
+    let path = at.to_str().unwrap().to_string();
+    // Made first, so that the race is over the appends (creation races
+    // are the process tests' part).
+    DeltaSink::open(&path).await.unwrap();
+    let mut writers = Vec::new();
+    for w in 0..4usize {
+        let path = path.clone();
+        writers.push(tokio::spawn(async move {
+            let sink = DeltaSink::open(&path).await?;
+            let mut written = 0;
+            // Overlapping ranges, in batches: every writer meets the others'
+            // rows mid-run.
+            for start in (w * 50..w * 50 + 400).step_by(40) {
+                written += sink.load(&launches(start..start + 40)).await?;
+            }
+            Ok::<usize, EtlError>(written)
+        }));
+    }
+    let mut total = 0;
+    for w in writers {
+        total += w.await.unwrap().unwrap();
+    }
+    let keys = stored_keys(&at).await;
+    // The union is 0..550.
+    assert_eq!(keys.len(), 550);
+    assert!(keys.values().all(|&n| n == 1), "a key stored twice");
+    assert_eq!(total, 550, "the writers' counts add up to the rows stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncommitted_data_file_is_not_part_of_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("t");
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.load(&launches(0..10)).await.unwrap(), 10);
+    // What a kill between the data file's upload and the commit leaves.
+    let data = std::fs::read_dir(&at)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    std::fs::copy(&data, at.join("part-99999-left-behind.snappy.parquet")).unwrap();
+
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.load(&launches(5..15)).await.unwrap(), 5);
+    let keys = stored_keys(&at).await;
+    assert_eq!(keys.len(), 15);
+    assert!(keys.values().all(|&n| n == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cursor_is_the_newest_update_time_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("t");
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.newest_updated_at().await.unwrap(), None);
+    sink.load(&[
+        launch(1, "2026-11-02T08:00:00Z"),
+        launch(2, "2026-11-03T09:30:00.250Z"),
+    ])
+    .await
+    .unwrap();
+    sink.load(&[launch(3, "2026-11-01T00:00:00Z")])
+        .await
+        .unwrap();
+    assert_eq!(
+        sink.newest_updated_at().await.unwrap().as_deref(),
+        Some("2026-11-03T09:30:00.250000000Z"),
+        "as PostgresSink::newest_last_updated writes it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejects_are_kept_once_in_their_own_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("t");
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.rejects_count().await.unwrap(), 0);
+    let bad = Reject::new(r#"{"id":7}"#, "missing field `name`", "http://x/p1").unwrap();
+    let other = Reject::new("42", "not an object", "http://x/p1").unwrap();
+    assert_eq!(sink.reject(&[bad.clone(), other]).await.unwrap(), 2);
+    assert_eq!(sink.reject(std::slice::from_ref(&bad)).await.unwrap(), 0);
+    assert!(dir.path().join("t_rejects").join("_delta_log").is_dir());
+
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    assert_eq!(sink.rejects_count().await.unwrap(), 2);
+    assert_eq!(sink.reject(&[bad]).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_other_columns_or_a_file_is_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("t");
+    let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
+    sink.reject(&[Reject::new("1", "x", "y").unwrap()])
+        .await
+        .unwrap();
+    // The rejects table is a Delta table of other columns.
+    let rejects = dir.path().join("t_rejects");
+    let e = DeltaSink::open(rejects.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EtlError::InvalidInput(_)), "{e}");
+    let message = e.to_string();
+    assert!(message.contains(rejects.to_str().unwrap()), "{message}");
+    assert!(message.contains("reject_key"), "{message}");
+
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let e = DeltaSink::open(file.to_str().unwrap()).await.unwrap_err();
+    assert!(e.to_string().contains("not a directory"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_an_idempotent_sink_a_rerun_reaches_the_table_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("t");
+    let rows = launches(0..100);
+    let first = IdempotentSink::bounded(DeltaSink::open(at.to_str().unwrap()).await.unwrap(), 10);
+    assert_eq!(first.load(&rows).await.unwrap(), 100);
+    // The memory in front holds 10 keys: the table decides the other 90.
+    assert_eq!(first.load(&rows).await.unwrap(), 0);
+    assert_eq!(first.inner().count().await.unwrap(), 100);
+}
