@@ -1,5 +1,5 @@
 //! The pipeline, one for every [`Source`]: pages -> [`etl_core::IdempotentSink`]
-//! -> a JSONL file or a PostgreSQL table ([`Output`]), resumable and safe to
+//! -> a JSONL file, a PostgreSQL or a Delta table ([`Output`]), resumable and safe to
 //! kill at any moment, with the entries that do not read kept as rejects.
 
 use etl_core::retry::Retry;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::Source;
 
-mod output;
+pub mod output;
 
 pub use output::Output;
 
@@ -90,7 +90,7 @@ pub fn rejects_path(out: &Path) -> PathBuf {
 /// A transient sink failure is retried with `RetryPolicy::default()` (the
 /// calls named `sink_load` and `reject_sink` in the retry metrics). One
 /// `info` event per page.
-pub async fn run<Src: Source, S: Sink<Src::Row>, R: RejectSink>(
+pub async fn run<Src: Source, S: Sink<Src::Row> + ?Sized, R: RejectSink + ?Sized>(
     source: &mut Src,
     sink: &S,
     rejects: &R,
@@ -100,7 +100,7 @@ pub async fn run<Src: Source, S: Sink<Src::Row>, R: RejectSink>(
 }
 
 /// [`run`], calling `on_page` after each page is loaded.
-pub async fn run_with_progress<Src: Source, S: Sink<Src::Row>, R: RejectSink>(
+pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: RejectSink + ?Sized>(
     source: &mut Src,
     sink: &S,
     rejects: &R,

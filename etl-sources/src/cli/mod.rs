@@ -12,7 +12,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::pipeline::{Output, Summary};
+use crate::pipeline::output::{self, Options, Output};
+use crate::pipeline::Summary;
 use crate::{progress, Source};
 
 pub mod etl;
@@ -185,12 +186,19 @@ impl Job {
         source: impl Future<Output = Result<(S, G), String>>,
     ) -> Result<Summary, String> {
         // The output first: an incremental run's cursor is what it holds.
-        let output = Output::open::<S::Row>(&self.out, &self.pg_table, self.rejects.as_deref())
+        let options = Options {
+            table: &self.pg_table,
+            rejects: self.rejects.as_deref(),
+        };
+        let output = output::open::<S::Row>(&self.out, &options)
             .await
             .map_err(|e| e.to_string())?;
         let (mut source, _guard) = source.await?;
         let since = if self.incremental {
-            let since = output.cursor(&source).await.map_err(|e| e.to_string())?;
+            let since = output
+                .cursor(&|line| source.stored_updated_at(line))
+                .await
+                .map_err(|e| e.to_string())?;
             source
                 .read_since(since.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -198,7 +206,8 @@ impl Job {
         } else {
             None
         };
-        output.announce(
+        output::announce(
+            &*output,
             self.incremental
                 .then(|| since.as_deref().unwrap_or(NO_CURSOR)),
         );
@@ -207,26 +216,25 @@ impl Job {
             LogFormat::Text => progress::start(),
             LogFormat::Json => None,
         };
-        let result = output
-            .run(&mut source, self.max_pages, |p| {
-                if let Some(bar) = bar {
-                    progress::update(bar, p);
-                }
-            })
-            .await;
+        let result = output::run(&*output, &mut source, self.max_pages, |p| {
+            if let Some(bar) = bar {
+                progress::update(bar, p);
+            }
+        })
+        .await;
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
         let summary = result.map_err(|e| e.to_string())?;
-        self.summarise(&output, &summary, since.as_deref())?;
+        self.summarise(&*output, &summary, since.as_deref())?;
         Ok(summary)
     }
 
     /// The summary line on stdout, and among JSON log lines its figures as
     /// fields.
-    fn summarise(
+    fn summarise<T: etl_core::Record>(
         &self,
-        output: &Output,
+        output: &dyn Output<T>,
         summary: &Summary,
         since: Option<&str>,
     ) -> Result<(), String> {
