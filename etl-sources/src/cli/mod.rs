@@ -6,6 +6,7 @@
 //! metrics recorder ([`install_recorder`]), and call a `run`.
 
 use clap::ValueEnum;
+use etl_core::EtlError;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::future::Future;
 use std::io::IsTerminal;
@@ -166,9 +167,9 @@ impl Job {
         let started = Instant::now();
         let code = match self.load(source).await {
             Ok(summary) => completed(&summary),
-            Err(message) => {
-                report_error(self.log_format, EXIT_FAILED, &message);
-                EXIT_FAILED
+            Err((code, message)) => {
+                report_error(self.log_format, code, &message);
+                code
             }
         };
         if let (Some(path), Some(handle)) = (&self.metrics_file, metrics) {
@@ -181,10 +182,14 @@ impl Job {
         code
     }
 
+    /// The run, or its exit status and error: an output that cannot be
+    /// opened as given (a path that is a file, a table of other columns,
+    /// missing credentials) is a usage error, exit 2, before any request.
     async fn load<S: Source, G>(
         &self,
         source: impl Future<Output = Result<(S, G), String>>,
-    ) -> Result<Summary, String> {
+    ) -> Result<Summary, (u8, String)> {
+        let failed = |e: String| (EXIT_FAILED, e);
         // The output first: an incremental run's cursor is what it holds.
         let options = Options {
             table: &self.pg_table,
@@ -192,16 +197,22 @@ impl Job {
         };
         let output = output::open::<S::Row>(&self.out, &options)
             .await
-            .map_err(|e| e.to_string())?;
-        let (mut source, _guard) = source.await?;
+            .map_err(|e| match e {
+                EtlError::InvalidInput(_) => (
+                    EXIT_USAGE,
+                    format!("--out {}: {e}; nothing was requested", self.out),
+                ),
+                e => (EXIT_FAILED, e.to_string()),
+            })?;
+        let (mut source, _guard) = source.await.map_err(failed)?;
         let since = if self.incremental {
             let since = output
                 .cursor(&|line| source.stored_updated_at(line))
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| failed(e.to_string()))?;
             source
                 .read_since(since.as_deref())
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| failed(e.to_string()))?;
             since
         } else {
             None
@@ -225,8 +236,9 @@ impl Job {
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        let summary = result.map_err(|e| e.to_string())?;
-        self.summarise(&*output, &summary, since.as_deref())?;
+        let summary = result.map_err(|e| failed(e.to_string()))?;
+        self.summarise(&*output, &summary, since.as_deref())
+            .map_err(failed)?;
         Ok(summary)
     }
 

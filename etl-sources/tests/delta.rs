@@ -1,0 +1,338 @@
+//! `launches` and `etl` with `--out delta:PATH`, as processes: fresh, re-run
+//! and incremental loads, four loaders racing for one table, a kill -9
+//! mid-run then a re-run, and a table compacted and vacuumed by another
+//! tool; each time every content key is in the table once, as the Python
+//! `deltalake` package (a real reader) sees it.
+//!
+//! The tests that read the table need `ETL_DELTA_PYTHON`: a Python with
+//! `deltalake` (`.ci/run` installs one); without it they are
+//! ignored. The bad-location cases need nothing.
+#![cfg(feature = "delta")]
+
+mod common;
+
+use etl_sources::replay::{Replay, ReplayServer, Update, BUNDLED_LAUNCHES_2_3_0};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+const NEEDS_PYTHON: &str = "needs ETL_DELTA_PYTHON: a Python with deltalake";
+
+fn bundled() -> Vec<Value> {
+    serde_json::from_str(BUNDLED_LAUNCHES_2_3_0).unwrap()
+}
+
+fn replay(delay_ms: u64) -> Replay {
+    Replay {
+        path: "/2.3.0/launches/upcoming/".into(),
+        delay: Duration::from_millis(delay_ms),
+        ..Replay::new(bundled())
+    }
+}
+
+fn launches(url: &str, table: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_launches"));
+    command
+        .args(["--base-url", url, "--limit", "2", "--out"])
+        .arg(format!("delta:{}", table.display()))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+fn spawn(command: &mut Command) -> Child {
+    command.spawn().expect("the binary starts")
+}
+
+async fn finish(command: &mut Command) -> Output {
+    let output = command.output().await.unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// What the Python `deltalake` package reads of a table.
+#[derive(Debug, serde::Deserialize)]
+struct Read {
+    rows: usize,
+    distinct: usize,
+    version: i64,
+    columns: Vec<String>,
+    /// The distinct ids of the rows.
+    ids: usize,
+}
+
+/// Read with the package's own query engine (`QueryBuilder`), every row.
+const READ: &str = r#"
+import json, sys
+from deltalake import DeltaTable, QueryBuilder
+dt = DeltaTable(sys.argv[1])
+columns = [f.name for f in dt.schema().fields]
+t = QueryBuilder().register("t", dt).execute("select * from t").read_all()
+keys = t.column("content_key").to_pylist()
+ids = t.column(columns[1]).to_pylist()
+for doc in t.column("row").to_pylist():
+    assert isinstance(json.loads(doc), dict), doc
+print(json.dumps({"rows": len(keys), "distinct": len(set(keys)), "version": dt.version(),
+                  "columns": columns, "ids": len(set(ids))}))
+"#;
+
+/// Compaction and a vacuum that keeps nothing old, as another tool (or a
+/// scheduled job) does to a table.
+const COMPACT: &str = r#"
+import sys
+from deltalake import DeltaTable
+dt = DeltaTable(sys.argv[1])
+print(dt.optimize.compact())
+dt = DeltaTable(sys.argv[1])
+print(dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
+"#;
+
+fn python(script: &str, table: &Path) -> String {
+    let python = std::env::var("ETL_DELTA_PYTHON").expect(NEEDS_PYTHON);
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(table)
+        .output()
+        .expect("python starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn read(table: &Path) -> Read {
+    serde_json::from_str(&python(READ, table)).unwrap()
+}
+
+/// Every row once: as many content keys as rows, and one row an id.
+fn assert_each_once(table: &Path, rows: usize) -> Read {
+    let read = read(table);
+    assert_eq!(read.rows, rows, "{read:?}");
+    assert_eq!(read.distinct, rows, "a content key twice: {read:?}");
+    read
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn fresh_rerun_and_incremental_loads_keep_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("launches");
+    let server = ReplayServer::start(replay(0)).await.unwrap();
+    let url = server.url().to_string();
+
+    let first = finish(&mut launches(&url, &table, &[])).await;
+    assert!(stdout(&first).contains("12 new rows"), "{}", stdout(&first));
+    let read = assert_each_once(&table, 12);
+    assert_eq!(read.ids, 12);
+    assert_eq!(
+        read.columns,
+        ["content_key", "launch_id", "updated_at", "loaded_at", "row"]
+    );
+
+    // Nothing new: no commit at all.
+    let again = finish(&mut launches(&url, &table, &[])).await;
+    assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
+    assert_eq!(read.version, assert_each_once(&table, 12).version);
+
+    // One launch changes upstream: an incremental run asks from the
+    // table's newest update time and writes only the change.
+    let changed = Replay {
+        updates: vec![Update {
+            after_requests: 0,
+            id: bundled()[3]["id"].as_str().unwrap().to_string(),
+            last_updated: "2026-12-01T00:00:00Z".into(),
+        }],
+        ..replay(0)
+    };
+    let server = ReplayServer::start(changed).await.unwrap();
+    let url = server.url().to_string();
+    let incremental = finish(&mut launches(&url, &table, &["--incremental"])).await;
+    let text = stdout(&incremental);
+    assert!(text.contains("1 new rows"), "{text}");
+    assert!(text.contains("incremental since 2026-"), "{text}");
+    let read = assert_each_once(&table, 13);
+    assert_eq!(read.ids, 12, "the change is a new row of the same launch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn four_loaders_at_once_leave_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("launches");
+    let server = ReplayServer::start(replay(5)).await.unwrap();
+    let url = server.url().to_string();
+    // Four processes, the same rows, one table not yet made: they race to
+    // create it and for every commit.
+    let loaders: Vec<Child> = (0..4)
+        .map(|_| spawn(&mut launches(&url, &table, &[])))
+        .collect();
+    let mut written = 0;
+    for loader in loaders {
+        let output = loader.wait_with_output().await.unwrap();
+        let text = stdout(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let new: usize = text
+            .split(" new rows")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text}"));
+        written += new;
+    }
+    assert_each_once(&table, 12);
+    assert_eq!(written, 12, "the loaders' counts add up to the rows held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn killed_runs_then_a_rerun_leave_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("launches");
+    let server = ReplayServer::start(replay(40)).await.unwrap();
+    let url = server.url().to_string();
+    for (pages, extra_ms) in [(1, 0), (2, 17), (1, 39), (3, 5)] {
+        common::kill_after(
+            spawn(&mut launches(&url, &table, &[])),
+            pages,
+            Duration::from_millis(extra_ms),
+        )
+        .await;
+    }
+    let before = read(&table);
+    assert!(
+        (2..12).contains(&before.rows),
+        "the kills landed mid-run: {before:?}"
+    );
+    assert_eq!(before.rows, before.distinct);
+
+    let finished = finish(&mut launches(&url, &table, &[])).await;
+    assert!(stdout(&finished).contains("12 launches read"));
+    assert_each_once(&table, 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_compacted_and_vacuumed_table_takes_reruns_that_write_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("launches");
+    let server = ReplayServer::start(replay(0)).await.unwrap();
+    let url = server.url().to_string();
+    finish(&mut launches(&url, &table, &[])).await;
+    let files = |t: &Path| {
+        std::fs::read_dir(t)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "parquet")
+            })
+            .count()
+    };
+    assert_eq!(files(&table), 6, "a file a page");
+
+    // The compacted file was written by another writer, with no bloom
+    // filter of ours: its keys are read from its column instead.
+    python(COMPACT, &table);
+    assert_eq!(files(&table), 1, "compacted and vacuumed");
+    let again = finish(&mut launches(&url, &table, &[])).await;
+    assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
+    assert_each_once(&table, 12);
+
+    let changed = Replay {
+        updates: vec![Update {
+            after_requests: 0,
+            id: bundled()[0]["id"].as_str().unwrap().to_string(),
+            last_updated: "2026-12-01T00:00:00Z".into(),
+        }],
+        ..replay(0)
+    };
+    let server = ReplayServer::start(changed).await.unwrap();
+    let url = server.url().to_string();
+    let after = finish(&mut launches(&url, &table, &[])).await;
+    assert!(stdout(&after).contains("1 new rows"), "{}", stdout(&after));
+    assert_each_once(&table, 13);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn etl_demo_loads_records_into_a_delta_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("demo");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+    command
+        .args(["demo", "--out"])
+        .arg(format!("delta:{}", table.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = finish(&mut command).await;
+    assert!(
+        stdout(&output).contains("new rows written to Delta table"),
+        "{}",
+        stdout(&output)
+    );
+    let read = assert_each_once(&table, 12);
+    assert_eq!(read.columns[1], "record_id");
+    let again = finish(&mut command).await;
+    assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_delta_locations_exit_2_naming_them_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ReplayServer::start(replay(0)).await.unwrap();
+    let url = server.url().to_string();
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    // The rejects table of another table: a Delta table of other columns.
+    let rows = dir.path().join("t");
+    let sink = etl_delta::DeltaSink::open(rows.to_str().unwrap())
+        .await
+        .unwrap();
+    etl_core::RejectSink::reject(&sink, &[etl_core::Reject::new("1", "x", "y").unwrap()])
+        .await
+        .unwrap();
+    let other = dir.path().join("t_rejects");
+
+    for (table, says) in [(&file, "not a directory"), (&other, "reject_key")] {
+        let output = launches(&url, table, &[]).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&*table.to_string_lossy()), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_launches"))
+        .args(["--base-url", &url, "--out", "delta:s3://bucket/t"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("s3://bucket/t"), "{stderr}");
+    assert_eq!(server.requests(), 0, "nothing was requested");
+}
