@@ -159,10 +159,12 @@ impl DeltaSink {
         if let Some(table) = self.rejects.get() {
             return Ok(Some(table));
         }
-        let log = self.rejects_at.url.scheme() != "file"
-            || std::path::Path::new(self.rejects_at.url.path())
-                .join("_delta_log")
-                .is_dir();
+        // A local table not yet made is not made here; on object storage,
+        // opening finds out.
+        let log = match self.rejects_at.url.to_file_path() {
+            Ok(dir) => dir.join("_delta_log").is_dir(),
+            Err(()) => true,
+        };
         if log {
             self.rejects_table().await.map(Some)
         } else {

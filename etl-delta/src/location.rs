@@ -23,10 +23,9 @@ pub(crate) struct Location {
 
 impl Location {
     /// Parses and checks `text`: an `s3://BUCKET/PATH` URL, or a local
-    /// directory, made if missing. A path that is a file, a directory that
-    /// cannot be made or written, an `s3://` URL without a bucket, or without
-    /// credentials and an endpoint or region in the environment: an
-    /// `InvalidInput` naming the place.
+    /// directory ([`Location::prepare`] makes it). An `s3://` URL without a
+    /// bucket, or without credentials and an endpoint or region in the
+    /// environment: an `InvalidInput` naming the place. Changes nothing.
     pub fn parse(text: &str) -> Result<Self, EtlError> {
         if text.is_empty() {
             return Err(EtlError::InvalidInput(
@@ -82,14 +81,8 @@ impl Location {
     }
 
     fn local(text: &str) -> Result<Self, EtlError> {
-        let path = Path::new(text);
         let invalid = |why: String| EtlError::InvalidInput(format!("Delta table {text}: {why}"));
-        if path.exists() && !path.is_dir() {
-            return Err(invalid("not a directory".into()));
-        }
-        std::fs::create_dir_all(path).map_err(|e| invalid(format!("cannot be made: {e}")))?;
-        check_writable(path).map_err(|e| invalid(format!("cannot be written: {e}")))?;
-        let absolute = std::fs::canonicalize(path).map_err(|e| invalid(e.to_string()))?;
+        let absolute = std::path::absolute(text).map_err(|e| invalid(e.to_string()))?;
         let url = Url::from_directory_path(&absolute)
             .map_err(|()| invalid("not an absolute directory path".into()))?;
         Ok(Location {
@@ -98,23 +91,36 @@ impl Location {
         })
     }
 
+    /// Makes a local table's directory if missing and checks that it can
+    /// be written: a path that is a file, or a directory that cannot be
+    /// made or written, is an `InvalidInput` naming it. Nothing to do for
+    /// object storage, whose errors come with the first request.
+    pub fn prepare(&self) -> Result<(), EtlError> {
+        if self.url.scheme() != "file" {
+            return Ok(());
+        }
+        let text = &self.shown;
+        let invalid = |why: String| EtlError::InvalidInput(format!("Delta table {text}: {why}"));
+        // Without the directory URL's trailing `/`, which would make a file
+        // at the path look absent.
+        let path: PathBuf = self
+            .url
+            .to_file_path()
+            .map_err(|()| invalid("not a local path".into()))?
+            .components()
+            .collect();
+        if path.exists() && !path.is_dir() {
+            return Err(invalid("not a directory".into()));
+        }
+        std::fs::create_dir_all(&path).map_err(|e| invalid(format!("cannot be made: {e}")))?;
+        check_writable(&path).map_err(|e| invalid(format!("cannot be written: {e}")))
+    }
+
     /// The place of this table's rejects table: the same name with
     /// `_rejects` added (`out/launches` -> `out/launches_rejects`).
     pub fn rejects(&self) -> Result<Self, EtlError> {
         let trimmed = self.shown.trim_end_matches('/');
         Self::parse(&format!("{trimmed}_rejects"))
-    }
-
-    /// The storage options delta-rs is opened with. S3 commits need an
-    /// atomic put-if-absent: S3 (since 2024) and the S3-compatible servers
-    /// that support conditional writes give it with `If-None-Match`, so no
-    /// lock service is needed.
-    pub fn storage_options(&self) -> std::collections::HashMap<String, String> {
-        let mut options = std::collections::HashMap::new();
-        if matches!(self.url.scheme(), "s3" | "s3a") {
-            options.insert("conditional_put".into(), "etag".into());
-        }
-        options
     }
 }
 
@@ -139,6 +145,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let at = dir.path().join("t");
         let loc = Location::parse(at.to_str().unwrap()).unwrap();
+        assert!(!at.exists(), "parsing changes nothing");
+        loc.prepare().unwrap();
         assert!(at.is_dir());
         assert_eq!(loc.url.scheme(), "file");
         assert!(loc.url.path().ends_with("/t/"), "{}", loc.url);
@@ -151,7 +159,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, "x").unwrap();
-        let e = Location::parse(file.to_str().unwrap()).unwrap_err();
+        let e = Location::parse(file.to_str().unwrap())
+            .and_then(|l| l.prepare())
+            .unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
         assert!(e.to_string().contains(file.to_str().unwrap()), "{e}");
     }

@@ -65,11 +65,11 @@ impl KeyedTable {
     /// not exist; an existing table must hold exactly `columns`. Reads the
     /// keys' filters of every live file.
     pub async fn open(location: Location, columns: Columns) -> Result<Self, EtlError> {
+        location.prepare()?;
         let shown = location.shown.clone();
         let fail = |e: DeltaTableError, what: &str| from_delta(e, what, &shown);
         let mut table = DeltaTableBuilder::from_url(location.url.clone())
             .map_err(|e| fail(e, "opening"))?
-            .with_storage_options(location.storage_options())
             .build()
             .map_err(|e| fail(e, "opening"))?;
         let exists = table
@@ -273,15 +273,13 @@ impl State {
 async fn create(location: &Location, columns: &Columns) -> Result<(), EtlError> {
     let made = CreateBuilder::new()
         .with_location(location.url.as_str())
-        .with_storage_options(location.storage_options())
         .with_columns(columns.fields().iter().cloned())
         .with_save_mode(SaveMode::Ignore)
         .await;
     match made {
         Ok(_) => Ok(()),
         Err(e) => {
-            let exists = DeltaTableBuilder::from_url(location.url.clone())
-                .and_then(|b| b.with_storage_options(location.storage_options()).build());
+            let exists = DeltaTableBuilder::from_url(location.url.clone()).and_then(|b| b.build());
             match exists {
                 Ok(table) if table.verify_deltatable_existence().await.unwrap_or(false) => Ok(()),
                 _ => Err(from_delta(e, "creating", &location.shown)),

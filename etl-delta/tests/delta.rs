@@ -3,54 +3,15 @@
 //! of other columns refused. The keys are read back from the data files the
 //! log lists, as a reader of the table sees them.
 
-use deltalake::arrow::array::{Array, AsArray};
-use deltalake::logstore::parquet_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use etl_core::{content_key, EtlError, IdempotentSink, Launch, Reject, RejectSink, Row, Sink};
+mod common;
+
+fn dir_url(at: &std::path::Path) -> url::Url {
+    url::Url::from_directory_path(at.canonicalize().unwrap()).unwrap()
+}
+
+use common::{launch, launches, stored_keys};
+use etl_core::{content_key, EtlError, IdempotentSink, Reject, RejectSink, Sink};
 use etl_delta::DeltaSink;
-use futures_util::StreamExt;
-use std::collections::HashMap;
-
-fn launch(i: usize, updated: &str) -> Row {
-    Row::Launches(Launch {
-        id: format!("launch-{i}"),
-        name: format!("Electron {i}"),
-        last_updated: Some(updated.into()),
-        ..Default::default()
-    })
-}
-
-fn launches(range: std::ops::Range<usize>) -> Vec<Row> {
-    range.map(|i| launch(i, "2026-11-01T08:00:00Z")).collect()
-}
-
-/// Every `content_key` the table's live files hold, with how often.
-async fn stored_keys(path: &std::path::Path) -> HashMap<String, usize> {
-    let url = url::Url::from_directory_path(path.canonicalize().unwrap()).unwrap();
-    let table = deltalake::open_table(url).await.unwrap();
-    let store = table.object_store();
-    let mut counts = HashMap::new();
-    for file in table.snapshot().unwrap().log_data().iter() {
-        let reader = ParquetObjectReader::new(store.clone(), file.object_store_path())
-            .with_file_size(file.size() as u64);
-        let mut stream = ParquetRecordBatchStreamBuilder::new(reader)
-            .await
-            .unwrap()
-            .build()
-            .unwrap();
-        while let Some(batch) = stream.next().await {
-            let batch = batch.unwrap();
-            let keys = batch
-                .column_by_name("content_key")
-                .unwrap()
-                .as_string::<i32>();
-            for i in 0..keys.len() {
-                *counts.entry(keys.value(i).to_string()).or_insert(0) += 1;
-            }
-        }
-    }
-    counts
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fresh_rerun_and_reopened_loads_write_each_key_once() {
@@ -71,7 +32,7 @@ async fn fresh_rerun_and_reopened_loads_write_each_key_once() {
     again.push(launch(349, "2026-11-01T08:00:00Z"));
     assert_eq!(sink.load(&again).await.unwrap(), 50);
 
-    let keys = stored_keys(&at).await;
+    let keys = stored_keys(&dir_url(&at)).await;
     assert_eq!(keys.len(), 350);
     assert!(keys.values().all(|&n| n == 1), "a key stored twice");
     for row in &again {
@@ -105,7 +66,7 @@ async fn four_writers_racing_for_one_table_store_each_key_once() {
     for w in writers {
         total += w.await.unwrap().unwrap();
     }
-    let keys = stored_keys(&at).await;
+    let keys = stored_keys(&dir_url(&at)).await;
     // The union is 0..550.
     assert_eq!(keys.len(), 550);
     assert!(keys.values().all(|&n| n == 1), "a key stored twice");
@@ -128,7 +89,7 @@ async fn an_uncommitted_data_file_is_not_part_of_the_table() {
 
     let sink = DeltaSink::open(at.to_str().unwrap()).await.unwrap();
     assert_eq!(sink.load(&launches(5..15)).await.unwrap(), 5);
-    let keys = stored_keys(&at).await;
+    let keys = stored_keys(&dir_url(&at)).await;
     assert_eq!(keys.len(), 15);
     assert!(keys.values().all(|&n| n == 1));
 }
