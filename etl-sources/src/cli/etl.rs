@@ -49,8 +49,10 @@ pub struct RunArgs {
 /// What `etl run` and `etl demo` share: the flags of `launches`.
 #[derive(Debug, ClapArgs)]
 pub struct Flags {
-    /// Output: a JSONL file, or a PostgreSQL URL (postgres://user@host/db)
-    /// to load into a table [default: NAME.jsonl, NAME from the file].
+    /// Output: a JSONL file, a PostgreSQL URL (postgres://user@host/db) to
+    /// load into a table, or delta:PATH (a Delta table: a directory or
+    /// s3://BUCKET/PATH; builds with the feature `delta`) [default:
+    /// NAME.jsonl, NAME from the file].
     #[arg(long)]
     pub out: Option<String>,
 

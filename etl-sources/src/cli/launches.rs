@@ -32,8 +32,10 @@ pub struct Args {
     )]
     pub base_url: Option<String>,
 
-    /// Output: a JSONL file (created if missing, appended to if not), or a
-    /// PostgreSQL URL (postgres://user@host/db) to load into a table.
+    /// Output: a JSONL file (created if missing, appended to if not), a
+    /// PostgreSQL URL (postgres://user@host/db) to load into a table, or
+    /// delta:PATH (a Delta table: a directory or s3://BUCKET/PATH; builds
+    /// with the feature `delta`).
     #[arg(long, default_value = "launches.jsonl")]
     pub out: PathBuf,
 
