@@ -226,6 +226,49 @@ pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError
     })
 }
 
+/// [`canonical_batch`] for rows already hashed: `digests[i]` is the digest
+/// of `rows[i]` (as [`Sink::load_keyed`](crate::Sink::load_keyed) is handed
+/// them), so each row is serialised but not hashed again. `InvalidInput` if
+/// the two lengths differ.
+///
+/// ```
+/// use etl_core::content::{canonical_batch, canonical_keyed};
+/// use etl_core::{Launch, Row};
+///
+/// let rows = vec![Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() })];
+/// let hashed = canonical_batch(&rows)?;
+/// let key = &hashed[0].key;
+/// let mut digest = [0u8; 32];
+/// for (i, byte) in digest.iter_mut().enumerate() {
+///     *byte = u8::from_str_radix(&key[2 * i..2 * i + 2], 16)?;
+/// }
+/// assert_eq!(canonical_keyed(&rows, &[digest])?, hashed);
+/// assert!(canonical_keyed(&rows, &[]).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn canonical_keyed<T: Record>(
+    rows: &[T],
+    digests: &[Digest],
+) -> Result<Vec<Canonical>, EtlError> {
+    if rows.len() != digests.len() {
+        return Err(EtlError::InvalidInput(format!(
+            "{} rows with {} digests",
+            rows.len(),
+            digests.len()
+        )));
+    }
+    let indexes: Vec<usize> = (0..rows.len()).collect();
+    parallel::try_map(&indexes, |&i| {
+        let json = serde_json::to_string(&rows[i]).map_err(|e| {
+            EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
+        })?;
+        Ok(Canonical {
+            key: hex::encode(digests[i]),
+            json,
+        })
+    })
+}
+
 /// Parses a key as [`content_id`] formats it (64 lowercase hex digits).
 pub(crate) fn parse_key(key: &str) -> Option<Digest> {
     let bytes = key.as_bytes();

@@ -34,8 +34,12 @@ mod keys;
 mod location;
 mod table;
 
+/// The delta-rs this crate is built on, for reading a table or writing to
+/// it by other means with the same versions of its types.
+pub use deltalake;
+
 use async_trait::async_trait;
-use etl_core::content::canonical_batch;
+use etl_core::content::{canonical_batch, canonical_keyed, Canonical};
 use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
 use std::time::SystemTime;
 use tokio::sync::OnceCell;
@@ -191,7 +195,26 @@ impl<T: Record> Sink<T> for DeltaSink {
         }
         // Every key and canonical form first (on every core for a large
         // batch), so a row that cannot be serialised writes nothing.
-        let encoded = canonical_batch(rows)?;
+        self.append(rows, canonical_batch(rows)?).await
+    }
+
+    /// The rows' JSON without hashing them again (the keys are the digests
+    /// an `IdempotentSink` in front computed).
+    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        self.append(rows, canonical_keyed(rows, digests)?).await
+    }
+}
+
+impl DeltaSink {
+    /// Appends the `rows` the table lacks; `encoded` are their keys and JSON.
+    async fn append<T: Record>(
+        &self,
+        rows: &[T],
+        encoded: Vec<Canonical>,
+    ) -> Result<usize, EtlError> {
         let updated: Vec<Option<i64>> = rows
             .iter()
             .zip(&encoded)

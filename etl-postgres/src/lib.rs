@@ -38,7 +38,7 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::content::{canonical_batch, Canonical};
+use etl_core::content::{canonical_batch, canonical_keyed, Canonical};
 use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -236,7 +236,26 @@ impl<T: Record> Sink<T> for PostgresSink {
         // Every key and canonical form before the database sees any, on
         // every core for a large batch. Each row is serialised once: its key
         // is the hash of that same text (exactly what `content_key` computes).
-        let encoded = canonical_batch(rows)?;
+        self.insert(rows, canonical_batch(rows)?).await
+    }
+
+    /// The rows' JSON without hashing them again (the keys are the digests
+    /// an `IdempotentSink` in front computed).
+    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        self.insert(rows, canonical_keyed(rows, digests)?).await
+    }
+}
+
+impl PostgresSink {
+    /// Inserts `rows`, whose keys and JSON are `encoded`, in one statement.
+    async fn insert<T: Record>(
+        &self,
+        rows: &[T],
+        encoded: Vec<Canonical>,
+    ) -> Result<usize, EtlError> {
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
         let mut ids = Vec::with_capacity(rows.len());

@@ -33,6 +33,17 @@ use crate::{EtlError, Row};
 pub trait Sink<T: Sync = Row>: Send + Sync {
     /// Writes `rows` and returns how many were written.
     async fn load(&self, rows: &[T]) -> Result<usize, EtlError>;
+
+    /// [`Sink::load`], for a caller that already hashed the rows:
+    /// `digests[i]` is the SHA-256 digest whose hex form is
+    /// [`crate::content_key`]`(&rows[i])`. [`crate::IdempotentSink`] hands
+    /// its batches on this way, so that a sink keyed by content (a database
+    /// table) need not hash every row a second time. The default ignores
+    /// the digests and calls `load`.
+    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+        let _ = digests;
+        self.load(rows).await
+    }
 }
 
 /// A shared sink is a sink: lets one sink serve several pipelines or tasks.
@@ -40,5 +51,9 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
 impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
     async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
         (**self).load(rows).await
+    }
+
+    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+        (**self).load_keyed(rows, digests).await
     }
 }

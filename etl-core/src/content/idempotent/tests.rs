@@ -475,3 +475,41 @@ async fn bounded_at_zero_keys_remembers_nothing_and_forwards_everything() {
     assert_eq!(sink.load(&[row("a")]).await.unwrap(), 0);
     assert_eq!(sink.inner().calls.load(Ordering::SeqCst), 2);
 }
+
+/// Keeps the digests it is handed with each batch.
+#[derive(Default)]
+struct Keyed(Mutex<Vec<(Vec<String>, Vec<String>)>>);
+
+#[async_trait]
+impl Sink for Keyed {
+    async fn load(&self, _rows: &[Row]) -> Result<usize, EtlError> {
+        panic!("IdempotentSink hands its batches on with their digests");
+    }
+
+    async fn load_keyed(&self, rows: &[Row], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+        let keys = rows.iter().map(|r| r.content_key().unwrap()).collect();
+        let handed = digests.iter().map(hex::encode).collect();
+        self.0.lock().unwrap().push((keys, handed));
+        Ok(rows.len())
+    }
+}
+
+#[tokio::test]
+async fn the_inner_sink_is_handed_each_rows_content_digest() {
+    let sink = IdempotentSink::new(Keyed::default());
+    // A duplicate and a row met before: the batch handed on is a subset,
+    // and its digests must still line up with its rows.
+    sink.load(&[row("a")]).await.unwrap();
+    assert_eq!(
+        sink.load(&[row("b"), row("a"), row("c"), row("b")])
+            .await
+            .unwrap(),
+        2
+    );
+    let calls = sink.inner().0.lock().unwrap();
+    assert_eq!(calls.len(), 2);
+    for (keys, handed) in calls.iter() {
+        assert_eq!(keys, handed);
+    }
+    assert_eq!(calls[1].0.len(), 2);
+}
