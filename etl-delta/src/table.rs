@@ -15,6 +15,7 @@ use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::table::config::TablePropertiesExt;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore, Path};
 use etl_core::EtlError;
@@ -50,6 +51,8 @@ pub(crate) struct KeyedTable {
 struct State {
     table: DeltaTable,
     index: KeyIndex,
+    /// The version of the shared `txn` the next commit carries.
+    next_txn: i64,
 }
 
 impl std::fmt::Debug for KeyedTable {
@@ -92,8 +95,10 @@ impl KeyedTable {
         let mut state = State {
             table,
             index: KeyIndex::default(),
+            next_txn: 0,
         };
         state.sync(&columns, &shown).await?;
+        state.read_txn(&shown).await?;
         Ok(KeyedTable {
             location,
             columns,
@@ -125,10 +130,19 @@ impl KeyedTable {
         let mut state = self.state.lock().await;
         // The files written for the last attempt, and for which entries.
         let mut staged: Option<(Vec<usize>, Vec<Add>)> = None;
+        // The table as this sink last saw it: another writer's commit since
+        // then is found by the commit itself (the shared `txn` conflicts),
+        // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
-            state.refresh(&self.columns, shown).await?;
             let store = state.table.object_store();
-            let held = state.index.held(&store, keys, key, shown).await?;
+            let held = match state.index.held(&store, keys, key, shown).await {
+                Ok(held) => held,
+                // A file compacted away and vacuumed since: look again.
+                Err(_) => {
+                    state.refresh(&self.columns, shown).await?;
+                    state.index.held(&store, keys, key, shown).await?
+                }
+            };
             let fresh = first_unheld(keys, &held);
             if fresh.is_empty() {
                 discard(&store, staged.take()).await;
@@ -153,6 +167,8 @@ impl KeyedTable {
                 Err(e) if lost_race(&e) => {
                     tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
                     staged = Some((fresh, adds));
+                    state.refresh(&self.columns, shown).await?;
+                    state.read_txn(shown).await?;
                 }
                 Err(e) => {
                     discard(&store, Some((fresh, adds))).await;
@@ -240,18 +256,35 @@ impl State {
         writer.flush().await.map_err(fail)
     }
 
-    /// Commits `adds` with the next version of the shared `txn`.
+    /// The shared `txn`'s version the table holds, plus one.
+    async fn read_txn(&mut self, shown: &str) -> Result<(), EtlError> {
+        let log_store = self.table.log_store();
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| from_delta(e, "reading the log", shown))?;
+        self.next_txn = snapshot
+            .transaction_version(log_store.as_ref(), APP_ID)
+            .await
+            .map_err(|e| from_delta(e, "reading the log", shown))?
+            .map_or(0, |v| v + 1);
+        Ok(())
+    }
+
+    /// Commits `adds` with the next version of the shared `txn`, and takes
+    /// the table as the commit left it.
     async fn commit(&mut self, adds: &[Add]) -> Result<(), DeltaTableError> {
         let log_store = self.table.log_store();
         let snapshot = self.table.snapshot()?;
-        let next = snapshot
-            .transaction_version(log_store.as_ref(), APP_ID)
-            .await?
-            .map_or(0, |v| v + 1);
+        // Old log entries are cleaned up when a checkpoint is written, as
+        // Delta writers do; at every commit it would list the whole log.
+        let version = u64::try_from(snapshot.version() + 1).unwrap_or(0);
+        let checkpoint = version % snapshot.table_config().checkpoint_interval().get() == 0;
         let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(APP_ID, next));
+            .with_application_transaction(Transaction::new(APP_ID, self.next_txn))
+            .with_cleanup_expired_logs(Some(checkpoint));
         let actions = adds.iter().cloned().map(Action::Add).collect();
-        CommitBuilder::from(properties)
+        let finalized = CommitBuilder::from(properties)
             .with_actions(actions)
             .with_max_retries(COMMIT_RETRIES)
             .build(
@@ -264,6 +297,8 @@ impl State {
                 },
             )
             .await?;
+        self.table.state = Some(finalized.snapshot());
+        self.next_txn += 1;
         Ok(())
     }
 }

@@ -6,7 +6,8 @@
 //! - [`SpaceDevsSource`]: a paginated Launch Library 2 (The Space Devs)
 //!   list endpoint whose page fetch is a `#[retry]` fn;
 //! - [`pipeline`]: any source -> [`etl_core::IdempotentSink`] -> a JSONL
-//!   file or a PostgreSQL table ([`pipeline::Output`]), resumable and safe
+//!   file, a PostgreSQL table (feature `postgres`, default) or a Delta
+//!   table (feature `delta`) ([`pipeline::Output`]), resumable and safe
 //!   to kill, with entries that do not read kept as rejects
 //!   ([`etl_core::JsonlRejects`]), incremental runs, progress and metrics;
 //! - [`rest`]: any JSON API described in a TOML file ([`rest::Pipeline`]),
