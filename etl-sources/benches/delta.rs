@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 mod gnu_time;
 
 const ROWS: usize = 100_000;
+/// The page size of the writers and the scale runs; `throughput` measures
+/// this and a larger one.
 const PAGE: usize = 500;
 const RUNS: usize = 3;
 /// The env var that makes this bench a writer child: `DIR:START:END`.
@@ -64,16 +66,16 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// Loads `rows` in pages through a bounded `IdempotentSink` over a newly
-/// opened `DeltaSink`: what the pipeline does. Returns rows written.
-async fn load_pages(table: &Path, rows: &[Row]) -> usize {
+/// Loads `rows` in pages of `page` through a bounded `IdempotentSink` over
+/// a newly opened `DeltaSink`: what the pipeline does. Returns rows written.
+async fn load_pages(table: &Path, rows: &[Row], page: usize) -> usize {
     let sink = IdempotentSink::bounded(
         DeltaSink::open(table.to_str().unwrap()).await.unwrap(),
         100_000,
     );
     let mut written = 0;
-    for page in rows.chunks(PAGE) {
-        written += sink.load(page).await.unwrap();
+    for chunk in rows.chunks(page) {
+        written += sink.load(chunk).await.unwrap();
     }
     written
 }
@@ -111,26 +113,28 @@ fn main() {
 }
 
 fn throughput(rt: &tokio::runtime::Runtime, data: &[Row]) {
-    let (mut fresh, mut held) = (Vec::new(), Vec::new());
-    for _ in 0..RUNS {
-        let dir = tempfile::tempdir().unwrap();
-        let table = dir.path().join("launches");
-        let start = Instant::now();
-        assert_eq!(rt.block_on(load_pages(&table, data)), ROWS);
-        fresh.push(start.elapsed().as_secs_f64());
-        let start = Instant::now();
-        assert_eq!(rt.block_on(load_pages(&table, data)), 0);
-        held.push(start.elapsed().as_secs_f64());
+    for page in [PAGE, 10 * PAGE] {
+        let (mut fresh, mut held) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            let dir = tempfile::tempdir().unwrap();
+            let table = dir.path().join("launches");
+            let start = Instant::now();
+            assert_eq!(rt.block_on(load_pages(&table, data, page)), ROWS);
+            fresh.push(start.elapsed().as_secs_f64());
+            let start = Instant::now();
+            assert_eq!(rt.block_on(load_pages(&table, data, page)), 0);
+            held.push(start.elapsed().as_secs_f64());
+        }
+        let (fresh, held) = (median(fresh), median(held));
+        println!(
+            "| DeltaSink, {ROWS} rows in pages of {page} | fresh | {fresh:.3} s | {:.0} rows/s |",
+            ROWS as f64 / fresh
+        );
+        println!(
+            "| DeltaSink, {ROWS} rows in pages of {page} | all held | {held:.3} s | {:.0} rows/s |",
+            ROWS as f64 / held
+        );
     }
-    let (fresh, held) = (median(fresh), median(held));
-    println!(
-        "| DeltaSink, {ROWS} rows in pages of {PAGE} | fresh | {fresh:.3} s | {:.0} rows/s |",
-        ROWS as f64 / fresh
-    );
-    println!(
-        "| DeltaSink, {ROWS} rows in pages of {PAGE} | all held | {held:.3} s | {:.0} rows/s |",
-        ROWS as f64 / held
-    );
 }
 
 /// delta-rs alone: the rows as one Arrow batch, written and committed once.
@@ -232,7 +236,7 @@ fn writer(spec: &str) {
     let end: usize = parts.next().unwrap().parse().unwrap();
     let start: usize = parts.next().unwrap().parse().unwrap();
     let dir = parts.next().unwrap();
-    let written = runtime().block_on(load_pages(Path::new(dir), &rows(start..end)));
+    let written = runtime().block_on(load_pages(Path::new(dir), &rows(start..end), PAGE));
     println!("{written}");
 }
 
