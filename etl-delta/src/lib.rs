@@ -130,23 +130,23 @@ impl DeltaSink {
     pub async fn newest_updated_at(&self) -> Result<Option<String>, EtlError> {
         let newest = self
             .rows
-            .file_stats()
+            .live_files(|f| f.stats().and_then(|stats| newest_in(&stats)))
             .await?
-            .iter()
-            .filter_map(|stats| newest_in(stats))
+            .into_iter()
+            .flatten()
             .max();
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
     /// How many rows the table holds, from the log's file statistics.
     pub async fn count(&self) -> Result<u64, EtlError> {
-        self.rows.count().await
+        count(&self.rows).await
     }
 
     /// How many rejects the rejects table holds (0 before the first).
     pub async fn rejects_count(&self) -> Result<u64, EtlError> {
         match self.rejects_table_if_any().await? {
-            Some(table) => table.count().await,
+            Some(table) => count(table).await,
             None => Ok(0),
         }
     }
@@ -175,6 +175,12 @@ impl DeltaSink {
             Ok(None)
         }
     }
+}
+
+/// How many entries `table` holds, by the log's statistics.
+async fn count(table: &KeyedTable) -> Result<u64, EtlError> {
+    let records = table.live_files(|f| f.num_records().unwrap_or(0)).await?;
+    Ok(records.into_iter().map(|n| n as u64).sum())
 }
 
 /// The `updated_at` maximum in one file's statistics (Delta's stats JSON:

@@ -181,35 +181,20 @@ impl KeyedTable {
         )))
     }
 
-    /// The live files' statistics, as the log holds them (JSON text, one
-    /// per file that has them), after bringing the table up to date.
-    pub async fn file_stats(&self) -> Result<Vec<String>, EtlError> {
+    /// `each` of the live files, as the log lists them, after bringing the
+    /// table up to date: what the log says of the table without reading a
+    /// data file.
+    pub async fn live_files<R>(
+        &self,
+        each: impl Fn(&deltalake::kernel::LogicalFileView) -> R,
+    ) -> Result<Vec<R>, EtlError> {
         let mut state = self.state.lock().await;
         state.refresh(&self.columns, self.shown()).await?;
         let snapshot = state
             .table
             .snapshot()
             .map_err(|e| from_delta(e, "reading the log", self.shown()))?;
-        Ok(snapshot
-            .log_data()
-            .iter()
-            .filter_map(|f| f.stats())
-            .collect())
-    }
-
-    /// How many entries the live files hold, by the log's statistics.
-    pub async fn count(&self) -> Result<u64, EtlError> {
-        let mut state = self.state.lock().await;
-        state.refresh(&self.columns, self.shown()).await?;
-        let snapshot = state
-            .table
-            .snapshot()
-            .map_err(|e| from_delta(e, "reading the log", self.shown()))?;
-        Ok(snapshot
-            .log_data()
-            .iter()
-            .map(|f| f.num_records().unwrap_or(0) as u64)
-            .sum())
+        Ok(snapshot.log_data().iter().map(|f| each(&f)).collect())
     }
 }
 
@@ -278,7 +263,7 @@ impl State {
         let snapshot = self.table.snapshot()?;
         // Old log entries are cleaned up when a checkpoint is written, as
         // Delta writers do; at every commit it would list the whole log.
-        let version = u64::try_from(snapshot.version() + 1).unwrap_or(0);
+        let version = snapshot.version() + 1;
         let checkpoint = version % snapshot.table_config().checkpoint_interval().get() == 0;
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(APP_ID, self.next_txn))

@@ -32,6 +32,18 @@ fn replay(delay_ms: u64) -> Replay {
     }
 }
 
+/// [`replay`] with the launch at `index` changed upstream from the start.
+fn changed(index: usize) -> Replay {
+    Replay {
+        updates: vec![Update {
+            after_requests: 0,
+            id: bundled()[index]["id"].as_str().unwrap().to_string(),
+            last_updated: "2026-12-01T00:00:00Z".into(),
+        }],
+        ..replay(0)
+    }
+}
+
 fn launches(url: &str, table: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_launches"));
     command
@@ -152,15 +164,7 @@ async fn fresh_rerun_and_incremental_loads_keep_each_row_once() {
 
     // One launch changes upstream: an incremental run asks from the
     // table's newest update time and writes only the change.
-    let changed = Replay {
-        updates: vec![Update {
-            after_requests: 0,
-            id: bundled()[3]["id"].as_str().unwrap().to_string(),
-            last_updated: "2026-12-01T00:00:00Z".into(),
-        }],
-        ..replay(0)
-    };
-    let server = ReplayServer::start(changed).await.unwrap();
+    let server = ReplayServer::start(changed(3)).await.unwrap();
     let url = server.url().to_string();
     let incremental = finish(&mut launches(&url, &table, &["--incremental"])).await;
     let text = stdout(&incremental);
@@ -261,15 +265,7 @@ async fn a_compacted_and_vacuumed_table_takes_reruns_that_write_nothing_twice() 
     assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
     assert_each_once(&table, 12);
 
-    let changed = Replay {
-        updates: vec![Update {
-            after_requests: 0,
-            id: bundled()[0]["id"].as_str().unwrap().to_string(),
-            last_updated: "2026-12-01T00:00:00Z".into(),
-        }],
-        ..replay(0)
-    };
-    let server = ReplayServer::start(changed).await.unwrap();
+    let server = ReplayServer::start(changed(0)).await.unwrap();
     let url = server.url().to_string();
     let after = finish(&mut launches(&url, &table, &[])).await;
     assert!(stdout(&after).contains("1 new rows"), "{}", stdout(&after));
