@@ -9,6 +9,14 @@ use url::Url;
 /// The environment variables an `s3://` table needs, as delta-rs reads them:
 /// the credentials, and an endpoint or a region.
 const S3_CREDENTIALS: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+/// Where credentials come from other than a key pair: a profile, a web
+/// identity (EKS), a container's credentials endpoint (ECS).
+const S3_CREDENTIAL_SOURCES: [&str; 4] = [
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+];
 const S3_PLACE: [&str; 3] = ["AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"];
 
 /// A table's place: the URL delta-rs opens, and the text errors name.
@@ -62,10 +70,11 @@ impl Location {
             .filter(|name| !set(name))
             .copied()
             .collect();
-        if !missing.is_empty() {
+        if !missing.is_empty() && !S3_CREDENTIAL_SOURCES.iter().any(set) {
             return Err(EtlError::InvalidInput(format!(
-                "Delta table {text}: no S3 credentials: set {}",
-                missing.join(" and ")
+                "Delta table {text}: no S3 credentials: set {} (or one of {})",
+                missing.join(" and "),
+                S3_CREDENTIAL_SOURCES.join(", ")
             )));
         }
         if !S3_PLACE.iter().any(set) {

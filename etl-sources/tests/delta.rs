@@ -324,6 +324,10 @@ async fn bad_delta_locations_exit_2_naming_them_before_any_request() {
         .args(["--base-url", &url, "--out", "delta:s3://bucket/t"])
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_FULL_URI")
         .output()
         .await
         .unwrap();
