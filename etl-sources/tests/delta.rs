@@ -7,7 +7,7 @@
 //! The tests that read the table need `ETL_DELTA_PYTHON`: a Python with
 //! `deltalake` (`.ci/run` installs one); without it they are
 //! ignored. The bad-location cases need nothing.
-#![cfg(feature = "delta")]
+#![cfg(all(feature = "delta", feature = "cli"))]
 
 mod common;
 

@@ -19,6 +19,7 @@ mod postgres;
 /// How many written rows a table output (PostgreSQL, Delta) remembers
 /// (about 9 MB): enough for the pages a run re-reads, while the table
 /// decides the rest.
+#[cfg(any(feature = "postgres", feature = "delta"))]
 const REMEMBERED_KEYS: usize = 100_000;
 
 /// How an output reads one stored JSONL line's update time: the source
@@ -121,7 +122,7 @@ pub async fn open<T: Record + Clone>(
 }
 
 /// The error of an output this build leaves out.
-#[allow(dead_code)] // unused when every output's feature is on
+#[cfg(not(all(feature = "postgres", feature = "delta")))]
 fn missing_feature(what: &str, feature: &str) -> EtlError {
     EtlError::InvalidInput(format!(
         "--out: {what} needs etl-sources built with its feature `{feature}`"
