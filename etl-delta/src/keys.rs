@@ -85,7 +85,18 @@ impl KeyIndex {
     ) -> Result<(), EtlError> {
         let live_paths: HashSet<&Path> = live.iter().map(|f| &f.path).collect();
         self.files.retain(|path, _| live_paths.contains(path));
-        let new: Vec<DataFile> = live
+        self.add(store, live, key, location).await
+    }
+
+    /// Reads the filters of the files of `added` the index does not know.
+    pub async fn add(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        added: Vec<DataFile>,
+        key: &str,
+        location: &str,
+    ) -> Result<(), EtlError> {
+        let new: Vec<DataFile> = added
             .into_iter()
             .filter(|f| !self.files.contains_key(&f.path))
             .collect();
@@ -99,6 +110,14 @@ impl KeyIndex {
             .await?;
         self.files.extend(read);
         Ok(())
+    }
+
+    /// Forgets the files of `removed` (compacted away, say: their rows are
+    /// in the files that replaced them).
+    pub fn remove(&mut self, removed: &[Path]) {
+        for path in removed {
+            self.files.remove(path);
+        }
     }
 
     /// Records the file this process just committed, with the keys it holds.

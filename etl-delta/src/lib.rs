@@ -32,6 +32,7 @@ mod columns;
 mod errors;
 mod keys;
 mod location;
+mod log;
 mod table;
 
 /// The delta-rs this crate is built on, for reading a table or writing to
@@ -68,10 +69,14 @@ use table::KeyedTable;
 ///   `content_key` in each data file, read once per file and checked
 ///   against the file's key column where it may hold a key: a load costs
 ///   what it loads, not what the table holds;
-/// - every commit carries a `txn` action of one app id (`etl-delta`) at the
-///   next version, so two commits racing for a table version conflict in
-///   Delta's own conflict checker; the loser checks its rows again against
-///   the winners' files and commits what is still new.
+/// - a commit is the log entry of the version after the newest this sink
+///   knows, written only where no entry is (the log store's conditional
+///   put): of two writers racing for a version one wins, and the loser
+///   checks its rows again against the files in the winners' entries and
+///   commits what is still new at the next version. Every commit also
+///   carries a `txn` action of one app id (`etl-delta`), so writers that
+///   check conflicts through delta-rs's `CommitBuilder` see two appends
+///   racing as a conflict too.
 ///
 /// A file the table holds that another tool wrote (an OPTIMIZE, say) may
 /// have no bloom filter: its key column is read once instead.

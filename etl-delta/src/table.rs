@@ -1,20 +1,26 @@
 //! [`KeyedTable`]: a Delta table whose entries are known by a key column,
 //! appended to so that it never holds a key twice, whoever else writes.
 //!
-//! Every append commits, beside its files, a `txn` action of one app id
-//! shared by every writer of the table ([`APP_ID`]), at the version after
-//! the one it read. Two such commits racing for one table version conflict
-//! in delta-rs's own conflict checker (`ConcurrentTransaction`), blind
-//! appends though they are: the loser reads what the winners added, keeps
-//! only the entries still new, and commits again. So the check and the
-//! commit are one optimistic transaction, with no lock of ours.
+//! An append is one log entry at the version after the last one this
+//! writer knows, written only if that version is free ([`crate::log`]).
+//! A writer that lost the race reads the winners' entries, keeps only the
+//! entries of its own still new, and appends again at the next version.
+//! So the check and the commit are one optimistic transaction, with no
+//! lock of ours.
+//!
+//! Every entry also carries a `txn` action of one app id shared by every
+//! writer of the table ([`APP_ID`]): a writer that commits through
+//! delta-rs's own conflict checker (this crate's earlier releases) then
+//! sees any two appends racing as `ConcurrentTransaction`, not as blind
+//! appends free to pass each other.
 
 use deltalake::arrow::array::RecordBatch;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::checkpoints;
+use deltalake::kernel::transaction::PROTOCOL;
+use deltalake::kernel::{Add, Transaction, Version};
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::operations::create::CreateBuilder;
-use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::protocol::SaveMode;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore, Path};
@@ -27,6 +33,7 @@ use crate::columns::Columns;
 use crate::errors::{from_arrow, from_delta, lost_race};
 use crate::keys::{writer_properties, DataFile, KeyIndex};
 use crate::location::Location;
+use crate::log;
 
 /// The app id of the `txn` action every append commits: one for all
 /// writers of a table, so that any two appends racing conflict.
@@ -37,10 +44,6 @@ pub(crate) const APP_ID: &str = "etl-delta";
 /// writer's commit went in, so the table as a whole moves on.
 const MAX_RACES: usize = 64;
 
-/// delta-rs's own retries of a commit that meets a newer version whose
-/// actions do not conflict (an OPTIMIZE by another tool, say).
-const COMMIT_RETRIES: usize = 16;
-
 /// A table and the keys it holds.
 pub(crate) struct KeyedTable {
     location: Location,
@@ -49,7 +52,14 @@ pub(crate) struct KeyedTable {
 }
 
 struct State {
+    /// The table as last read whole: its metadata for the writer, its
+    /// files for the cursor. An append does not bring it up to date.
     table: DeltaTable,
+    /// The newest version this writer knows: its own last commit, or the
+    /// last it read. The next append goes one past it.
+    version: Version,
+    /// A checkpoint is written at every this many versions.
+    checkpoint_every: u64,
     index: KeyIndex,
     /// The version of the shared `txn` the next commit carries.
     next_txn: i64,
@@ -92,8 +102,16 @@ impl KeyedTable {
                 "Delta table {shown}: {why}"
             )));
         }
+        let snapshot = table.snapshot().map_err(|e| fail(e, "reading the log"))?;
+        PROTOCOL.can_write_to(snapshot).map_err(|e| {
+            EtlError::InvalidInput(format!("Delta table {shown}: cannot write to it: {e}"))
+        })?;
+        let version = snapshot.version();
+        let checkpoint_every = snapshot.table_config().checkpoint_interval().get();
         let mut state = State {
             table,
+            version,
+            checkpoint_every,
             index: KeyIndex::default(),
             next_txn: 0,
         };
@@ -172,8 +190,7 @@ impl KeyedTable {
                 Err(e) if lost_race(&e) => {
                     tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
                     staged = Some((fresh, adds));
-                    state.refresh(&self.columns, shown).await?;
-                    state.read_txn(shown).await?;
+                    state.catch_up(&self.columns, shown).await?;
                 }
                 Err(e) => {
                     discard(&store, Some((fresh, adds))).await;
@@ -210,7 +227,55 @@ impl State {
             .update_incremental(None)
             .await
             .map_err(|e| from_delta(e, "reading the log", shown))?;
+        let schema = self
+            .table
+            .snapshot()
+            .map_err(|e| from_delta(e, "reading the log", shown))?
+            .schema();
+        if let Some(why) = columns.mismatch(&schema) {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {shown}: changed by another writer: {why}"
+            )));
+        }
         self.sync(columns, shown).await
+    }
+
+    /// After a lost race: the winners' entries, read one by one, bring the
+    /// index up to date; where one cannot be read so (or changed the
+    /// table's schema), the table is read whole.
+    async fn catch_up(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
+        let log_store = self.table.log_store();
+        let fail = |e| from_delta(e, "reading the log", shown);
+        let latest = log_store
+            .get_latest_version(self.version)
+            .await
+            .map_err(fail)?;
+        let changes = log::changes_since(log_store.as_ref(), self.version, latest, APP_ID)
+            .await
+            .map_err(fail)?;
+        match changes {
+            Some(changes) if !changes.reshaped => {
+                let removed: HashSet<&Path> = changes.removed.iter().collect();
+                let added = changes
+                    .added
+                    .iter()
+                    .filter(|f| !removed.contains(&f.path))
+                    .cloned()
+                    .collect();
+                self.index.remove(&changes.removed);
+                let store = self.table.object_store();
+                self.index.add(&store, added, columns.key(), shown).await?;
+                if let Some(txn) = changes.txn {
+                    self.next_txn = self.next_txn.max(txn + 1);
+                }
+                self.version = latest;
+                Ok(())
+            }
+            _ => {
+                self.refresh(columns, shown).await?;
+                self.read_txn(shown).await
+            }
+        }
     }
 
     async fn sync(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
@@ -218,6 +283,7 @@ impl State {
             .table
             .snapshot()
             .map_err(|e| from_delta(e, "reading the log", shown))?;
+        self.version = snapshot.version();
         let live: Vec<DataFile> = snapshot
             .log_data()
             .iter()
@@ -261,35 +327,36 @@ impl State {
         Ok(())
     }
 
-    /// Commits `adds` with the next version of the shared `txn`, and takes
-    /// the table as the commit left it.
+    /// Commits `adds` with the next version of the shared `txn` as the
+    /// version after [`State::version`], and writes a checkpoint where one
+    /// is due.
     async fn commit(&mut self, adds: &[Add]) -> Result<(), DeltaTableError> {
         let log_store = self.table.log_store();
-        let snapshot = self.table.snapshot()?;
-        // Old log entries are cleaned up when a checkpoint is written, as
-        // Delta writers do; at every commit it would list the whole log.
-        let version = snapshot.version() + 1;
-        let checkpoint = version % snapshot.table_config().checkpoint_interval().get() == 0;
-        let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(APP_ID, self.next_txn))
-            .with_cleanup_expired_logs(Some(checkpoint));
-        let actions = adds.iter().cloned().map(Action::Add).collect();
-        let finalized = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .with_max_retries(COMMIT_RETRIES)
-            .build(
-                Some(snapshot),
-                log_store,
-                DeltaOperation::Write {
-                    mode: SaveMode::Append,
-                    partition_by: None,
-                    predicate: None,
-                },
-            )
-            .await?;
-        self.table.state = Some(finalized.snapshot());
+        let version = self.version + 1;
+        let txn = Transaction::new(APP_ID, self.next_txn);
+        log::append(log_store.as_ref(), version, adds, txn).await?;
+        self.version = version;
         self.next_txn += 1;
+        if (version + 1).is_multiple_of(self.checkpoint_every) {
+            self.checkpoint(version).await;
+        }
         Ok(())
+    }
+
+    /// Writes the checkpoint of `version` and removes the log entries past
+    /// the table's retention, as Delta writers do every so many commits,
+    /// so that readers (and this writer's next open) read one file, not
+    /// the whole log. The commit is in already: a checkpoint that fails is
+    /// only a slower read, and is logged, not returned.
+    async fn checkpoint(&mut self, version: Version) {
+        let done = async {
+            self.table.update_incremental(Some(version)).await?;
+            checkpoints::create_checkpoint(&self.table, None).await?;
+            checkpoints::cleanup_metadata(&self.table, None).await
+        };
+        if let Err(e) = done.await {
+            tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
+        }
     }
 }
 
