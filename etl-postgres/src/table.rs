@@ -216,8 +216,8 @@ async fn create_view(
 
 /// The rejects table: `reject_key text PRIMARY KEY, raw text, error text,
 /// source text, rejected_at timestamptz`, created if missing. `raw` is text,
-/// not jsonb, to keep the entry byte for byte as the source sent it
-/// (`raw::jsonb` reads it as JSON).
+/// not jsonb, to keep the entry as the reject holds it, canonical JSON,
+/// numbers jsonb would rewrite included (`raw::jsonb` reads it as JSON).
 pub async fn create_rejects(client: &Client, table: &TableName) -> Result<(), EtlError> {
     create_if_missing(
         client,

@@ -591,7 +591,8 @@ async fn rejects_go_to_their_own_table_each_entry_once() {
 
     let a = Reject::new(r#"{"id": 1,  "odd": true}"#, "missing field `name`", "p1").unwrap();
     let b = Reject::new("42", "expected struct Launch", "p1").unwrap();
-    let a_again = Reject::new(r#"{"id": 1,  "odd": true}"#, "newer reader", "p2").unwrap();
+    // The same entry sent pretty-printed, its keys in another order.
+    let a_again = Reject::new("{\n  \"odd\": true,\n  \"id\": 1\n}", "newer reader", "p2").unwrap();
     assert_eq!(sink.reject(&[a.clone(), b, a]).await.unwrap(), 2);
     assert_eq!(sink.reject(&[a_again]).await.unwrap(), 0);
     assert_eq!(sink.rejects_count().await.unwrap(), 2);
@@ -604,7 +605,7 @@ async fn rejects_go_to_their_own_table_each_entry_once() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(raw, r#"{"id": 1,  "odd": true}"#, "kept byte for byte");
+    assert_eq!(raw, r#"{"id":1,"odd":true}"#, "kept in canonical form");
     drop_table(&admin, &rejects_table).await;
     drop_table(&admin, &table).await;
 }

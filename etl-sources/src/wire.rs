@@ -65,8 +65,8 @@ pub struct Page {
 }
 
 /// One `results` entry as a [`Launch`], or, when it does not read as one,
-/// a [`Reject`] holding it as sent, the field that did not read and the
-/// page URL.
+/// a [`Reject`] holding it (in canonical form), the field that did not read
+/// and the page URL.
 pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
     let mut reader = serde_json::Deserializer::from_str(entry.get());
     match serde_path_to_error::deserialize::<_, Launch>(&mut reader) {
@@ -77,11 +77,7 @@ pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
                 path if path == "." => e.into_inner().to_string(),
                 path => format!("{path}: {}", e.into_inner()),
             };
-            Err(Reject {
-                raw: entry,
-                error,
-                source: url.to_string(),
-            })
+            Err(Reject::of(&entry, error, url.as_str()))
         }
     }
 }

@@ -384,11 +384,11 @@ async fn unreadable_entries_are_rejected_and_the_page_is_read_once() {
     assert_eq!(got.len(), 4, "{got:?}");
     assert_eq!(got[0].0, "42");
     assert!(got[0].1.contains("expected struct Launch"), "{}", got[0].1);
-    assert_eq!(got[1].0, r#"{"name": "no id"}"#);
+    assert_eq!(got[1].0, r#"{"name":"no id"}"#, "kept in canonical form");
     assert!(got[1].1.contains("missing field `id`"), "{}", got[1].1);
     assert_eq!(
         got[2].0,
-        r#"{"id": "p", "name": "bad pad", "pad": {"latitude": {"deg": 1}}}"#
+        r#"{"id":"p","name":"bad pad","pad":{"latitude":{"deg":1}}}"#
     );
     assert!(got[2].1.starts_with("pad.latitude: "), "{}", got[2].1);
     assert!(

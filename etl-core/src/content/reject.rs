@@ -22,28 +22,36 @@ use crate::EtlError;
 /// The kind tag under which [`Reject::key`] hashes the raw entry.
 const REJECT_KIND: &str = "reject";
 
-/// An input entry that did not read as a row: the entry exactly as the
-/// source sent it, what did not read, and where it came from.
+/// An input entry that did not read as a row: the entry as the source sent
+/// it (in canonical form), what did not read, and where it came from.
 ///
 /// Serialised, it is one line of a rejects file:
-/// `{"raw": <entry as sent>, "error": "...", "source": "<page URL>"}`.
+/// `{"raw": <entry>, "error": "...", "source": "<page URL>"}`. The entry is
+/// kept as canonical JSON (compact, object keys sorted), so one line is one
+/// reject whatever whitespace it was sent with, and the same entry sent
+/// with its keys in another order is the same reject.
 ///
 /// ```
 /// use etl_core::Reject;
 ///
-/// let r = Reject::new(r#"{"id": 7}"#, "missing field `name`", "https://ll.example/p1")?;
+/// let r = Reject::new("{\"name\": null,\n \"id\": 7}", "missing field `name`", "https://ll.example/p1")?;
 /// assert_eq!(
 ///     serde_json::to_string(&r)?,
-///     r#"{"raw":{"id": 7},"error":"missing field `name`","source":"https://ll.example/p1"}"#
+///     r#"{"raw":{"id":7,"name":null},"error":"missing field `name`","source":"https://ll.example/p1"}"#
 /// );
-/// // The key is the entry's alone: met again on another page, it is the same reject.
-/// let again = Reject::new(r#"{"id": 7}"#, "missing field `name`", "https://ll.example/p2")?;
+/// // The key is the entry's alone: met again on another page, or in another
+/// // key order, it is the same reject.
+/// let again = Reject::new(r#"{"id": 7, "name": null}"#, "missing field `name`", "https://ll.example/p2")?;
 /// assert_eq!(r.key(), again.key());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Reject {
-    /// The entry as the source sent it, byte for byte.
+    /// The entry as the source sent it, as canonical JSON (compact, object
+    /// keys sorted). [`Reject::new`] and [`Reject::of`] make it so; one
+    /// built by hand should hold it so too ([`Reject::key`] is computed
+    /// from this text).
+    #[serde(deserialize_with = "canonical_raw")]
     pub raw: Box<RawValue>,
     /// What did not read, naming the field (`pad.latitude: ...`).
     pub error: String,
@@ -61,11 +69,17 @@ impl Reject {
     ) -> Result<Self, EtlError> {
         let raw = RawValue::from_string(raw.into())
             .map_err(|e| EtlError::Parse(format!("a reject's raw entry is not JSON: {e}")))?;
-        Ok(Reject {
-            raw,
+        Ok(Reject::of(&raw, error, source))
+    }
+
+    /// A reject of `raw`, an entry already read as JSON (a page's entry),
+    /// kept in canonical form.
+    pub fn of(raw: &RawValue, error: impl Into<String>, source: impl Into<String>) -> Self {
+        Reject {
+            raw: canonical(raw),
             error: error.into(),
             source: source.into(),
-        })
+        }
     }
 
     /// The reject's identity: [`crate::content_id`] of the raw entry under
@@ -79,6 +93,27 @@ impl Reject {
     fn digest(&self) -> Digest {
         digest(REJECT_KIND, self.raw.get().as_bytes())
     }
+}
+
+/// `raw` as canonical JSON: compact, the keys of every object sorted (as
+/// serde_json's `Value` writes it, the form content keys hash). A value
+/// `Value` cannot hold (a number beyond `f64`) is kept as sent, on one line:
+/// JSON text has no line break but as whitespace.
+fn canonical(raw: &RawValue) -> Box<RawValue> {
+    serde_json::from_str::<serde_json::Value>(raw.get())
+        .ok()
+        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+        .unwrap_or_else(|| {
+            let one_line = raw.get().replace(['\n', '\r'], " ");
+            RawValue::from_string(one_line).unwrap_or_else(|_| raw.to_owned())
+        })
+}
+
+/// Reads a stored reject's entry into canonical form (a rejects file
+/// written before entries were kept so holds them as sent).
+fn canonical_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<RawValue>, D::Error> {
+    let raw = <&RawValue>::deserialize(d)?;
+    Ok(canonical(raw))
 }
 
 /// Where rejects are kept, each distinct entry ([`Reject::key`]) once.
@@ -223,7 +258,8 @@ fn read_keys(path: &Path) -> Result<HashSet<Digest>, EtlError> {
         number += 1;
         match serde_json::from_slice::<Stored<'_>>(&line) {
             Ok(stored) => {
-                kept.insert(digest(REJECT_KIND, stored.raw.get().as_bytes()));
+                let raw = canonical(stored.raw);
+                kept.insert(digest(REJECT_KIND, raw.get().as_bytes()));
             }
             Err(e) => {
                 tracing::warn!(path = %path.display(), line = number, error = %e, "a line of the rejects file is not a reject; left as it is");
@@ -272,9 +308,41 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,
-            "{\"raw\":{\"name\": \"a\"},\"error\":\"missing field `id`\",\"source\":\"p1\"}\n\
-             {\"raw\":[1, 2],\"error\":\"missing field `id`\",\"source\":\"p1\"}\n"
+            "{\"raw\":{\"name\":\"a\"},\"error\":\"missing field `id`\",\"source\":\"p1\"}\n\
+             {\"raw\":[1,2],\"error\":\"missing field `id`\",\"source\":\"p1\"}\n"
         );
+    }
+
+    #[tokio::test]
+    async fn an_entry_sent_pretty_then_in_another_key_order_is_one_line_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let pretty = "{\n  \"b\": [1,\n 2],\n  \"a\": {\"d\": 1, \"c\": \"x y\"}\n}";
+        let reordered = r#"{"a":{"c":"x y","d":1},"b":[1,2]}"#;
+        let log = JsonlRejects::open(&path).unwrap();
+        assert_eq!(log.reject(&[reject(pretty, "p1")]).await.unwrap(), 1);
+        assert_eq!(log.reject(&[reject(reordered, "p2")]).await.unwrap(), 0);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(line["raw"].to_string(), reordered);
+        drop(log);
+        // A file written before entries were canonical holds them as sent:
+        // read back, such an entry is the same reject as its canonical form.
+        std::fs::write(
+            &path,
+            "{\"raw\":{\"b\": [1, 2], \"a\": {\"d\": 1, \"c\": \"x y\"}},\"error\":\"e\",\"source\":\"p\"}\n",
+        )
+        .unwrap();
+        let log = JsonlRejects::open(&path).unwrap();
+        assert_eq!(log.len(), 1);
+        assert_eq!(log.reject(&[reject(reordered, "p3")]).await.unwrap(), 0);
+    }
+
+    #[test]
+    fn a_number_beyond_f64_is_kept_as_sent_on_one_line() {
+        let r = Reject::new("[1e400,\n 2]", "x", "p").unwrap();
+        assert_eq!(r.raw.get(), "[1e400,  2]");
     }
 
     #[tokio::test]

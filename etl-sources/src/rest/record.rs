@@ -125,7 +125,7 @@ impl Record for JsonRecord {
 }
 
 /// One page's entries read: the records, and the entries that did not read
-/// as one, each kept as sent.
+/// as one, each kept (in canonical form).
 pub(crate) fn read_entries(
     entries: &[&RawValue],
     id: &Pointer,
@@ -143,11 +143,7 @@ pub(crate) fn read_entries(
             Ok(record) => records.push(record),
             Err(error) => {
                 tracing::warn!(%source, %error, "an entry did not read as a record; rejected");
-                rejects.push(Reject {
-                    raw: (*entry).to_owned(),
-                    error,
-                    source: source.to_owned(),
-                });
+                rejects.push(Reject::of(entry, error, source));
             }
         }
     }
