@@ -272,6 +272,12 @@ async fn bodies_that_are_not_pages_fail_the_run_and_keep_the_pages_before() {
             ResponseTemplate::new(200).set_body_json(json!({"items": []})),
             "no array at `records`",
         ),
+        // Slack's answer to a request without a token: a 200 whose body
+        // names the API's own error, quoted in ours.
+        (
+            ResponseTemplate::new(200).set_body_json(json!({"ok": false, "error": "not_authed"})),
+            r#"the body's members are `error`, `ok`; its `error` says "not_authed""#,
+        ),
     ] {
         let mut api = Api::new(Style::LinkHeader, items(8));
         // The first page as usual, then the bad body.

@@ -260,15 +260,11 @@ impl Pipeline {
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
             .ok_or_else(|| at.key(file.url.span(), "url", "is not an http(s) URL"))?;
         let name = file.name.get_ref();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !is_identifier(name) {
             return Err(at.key(
                 file.name.span(),
                 "name",
-                "must be letters, digits, `_` or `-` (it names the output file and table)",
+                "must be a plain identifier: a lowercase letter or `_`, then up to 47 lowercase letters, digits or `_` (it names the output file and table as it stands)",
             ));
         }
         let pointer = |s: &Spanned<String>, key: &str| {
@@ -340,6 +336,18 @@ impl Pipeline {
             ))),
         }
     }
+}
+
+/// Whether `name` is a plain identifier, `[a-z_][a-z0-9_]{0,47}`: a table
+/// name in PostgreSQL (and a Delta directory, a file stem) as it stands,
+/// with no quoting, folding or mapping that two names could meet in.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.len() <= 48
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl Paginate {

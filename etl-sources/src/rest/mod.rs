@@ -231,7 +231,12 @@ impl Source for RestSource {
         let records = &self.pipeline.records;
         let entries: Vec<&RawValue> = match page_body.array_at(records) {
             Ok(Some(entries)) => entries,
-            Ok(None) => return Err(not_a_page(format!("no array at `records` ({records:?})"))),
+            Ok(None) => {
+                return Err(not_a_page(format!(
+                    "no array at `records` ({records:?}): {}",
+                    page_body.describe()
+                )))
+            }
             Err(e) => return Err(not_a_page(e.to_string())),
         };
         let shown = url.to_string();

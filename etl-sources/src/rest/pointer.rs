@@ -231,6 +231,50 @@ impl<'a> Body<'a> {
         }
     }
 
+    /// What the body holds, for an error that found no records in it: the
+    /// first few top-level members (sorted), and what its `error`,
+    /// `message` or `detail` member says where it has one, as an API that
+    /// answers 200 `{"ok": false, "error": "not_authed"}` does.
+    pub fn describe(&self) -> String {
+        const SHOWN: usize = 8;
+        match &self.top {
+            Top::Object(members) if members.is_empty() => "the body is an empty object".into(),
+            Top::Object(members) => {
+                let mut names: Vec<&str> = members.keys().map(|k| k.0.as_ref()).collect();
+                names.sort_unstable();
+                let more = names.len().saturating_sub(SHOWN);
+                let mut text = format!(
+                    "the body's members are {}",
+                    names
+                        .iter()
+                        .take(SHOWN)
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                if more > 0 {
+                    text.push_str(&format!(" and {more} more"));
+                }
+                let said = ["error", "message", "detail"]
+                    .into_iter()
+                    .find_map(|name| Some((name, *members.get(name)?)));
+                if let Some((name, raw)) = said {
+                    let value = match serde_json::from_str::<Value>(raw.get()) {
+                        Ok(Value::String(s)) => s,
+                        _ => raw.get().to_owned(),
+                    };
+                    text.push_str(&format!(
+                        "; its `{name}` says {:?}",
+                        etl_core::http::excerpt(value.as_bytes())
+                    ));
+                }
+                text
+            }
+            Top::Array(items) => format!("the body is an array of {} entries", items.len()),
+            Top::Scalar => "the body is a single value, not an object or array".into(),
+        }
+    }
+
     /// The value at `pointer`, parsed (for small values: a next URL, a
     /// cursor, a count); `None` when nothing is there.
     pub fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
@@ -369,6 +413,31 @@ mod tests {
         for bad in ["", "<html>", r#"{"data": [1,}"#, r#"{"a": 1} x"#] {
             assert!(Body::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_body_describes_its_members_and_the_apis_own_error() {
+        let slack = Body::parse(r#"{"ok": false, "error": "not_authed"}"#).unwrap();
+        assert_eq!(
+            slack.describe(),
+            r#"the body's members are `error`, `ok`; its `error` says "not_authed""#
+        );
+        let many: String = (0..10).map(|i| format!(r#""m{i}": {i},"#)).collect();
+        let wide = format!(r#"{{{many} "detail": {{"code": 7}}}}"#);
+        let text = Body::parse(&wide).unwrap().describe();
+        assert!(
+            text.contains("`detail`, `m0`") && text.ends_with(r#"says "{\"code\": 7}""#),
+            "{text}"
+        );
+        assert!(text.contains("and 3 more"), "{text}");
+        assert_eq!(
+            Body::parse("[1, 2]").unwrap().describe(),
+            "the body is an array of 2 entries"
+        );
+        assert!(Body::parse("{}")
+            .unwrap()
+            .describe()
+            .contains("empty object"));
     }
 
     #[test]

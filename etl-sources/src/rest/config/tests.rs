@@ -153,10 +153,25 @@ fn pointers_urls_and_names_are_checked() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("`url` is not an http(s) URL"), "{e}");
-    let e = Pipeline::parse(&BASE.replace("\"items\"", "\"it ems\""), "f", |_| None)
+    for bad in ["it ems", "my-items", "Items", "1items", "", &"x".repeat(49)] {
+        let e = Pipeline::parse(&BASE.replace("\"items\"", &format!("{bad:?}")), "f", |_| {
+            None
+        })
         .unwrap_err()
         .to_string();
-    assert!(e.contains("`name`"), "{e}");
+        assert!(
+            e.contains("line 1") && e.contains("`name` must be a plain identifier"),
+            "{bad:?}: {e}"
+        );
+    }
+    for good in ["_items", "items_2", &"x".repeat(48)] {
+        let p = Pipeline::parse(
+            &BASE.replace("\"items\"", &format!("{good:?}")),
+            "f",
+            |_| None,
+        );
+        assert_eq!(p.unwrap().name, good);
+    }
     let e = error("[headers]\n\"bad header\" = \"x\"\n");
     assert!(e.contains("`headers`"), "{e}");
     let e = Pipeline::parse(&BASE.replace("\"/id\"", "\"\""), "f", |_| None)
