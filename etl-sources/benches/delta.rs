@@ -9,8 +9,9 @@
 //!   `IdempotentSink::bounded(DeltaSink)`, as `launches --out delta:` loads
 //!   them, into a fresh table, then all of them again (all held) from a
 //!   newly opened sink;
-//! - `limit`: delta-rs itself writing the same rows, already one Arrow
-//!   batch (keys and canonical JSON made beforehand), in one commit;
+//! - `limit`: delta-rs itself writing the same rows, already Arrow batches
+//!   (keys and canonical JSON made beforehand): one batch in one commit,
+//!   and a commit a page of 5,000 and of 500;
 //! - `dlt`: dlt 1.31's filesystem destination with `table_format="delta"`
 //!   over the same rows (`ETL_BENCH_DLT_PYTHON`: a Python with
 //!   `dlt[deltalake]==1.31.0`; skipped without it);
@@ -137,58 +138,80 @@ fn throughput(rt: &tokio::runtime::Runtime, data: &[Row]) {
     }
 }
 
-/// delta-rs alone: the rows as one Arrow batch, written and committed once.
+/// delta-rs alone: the rows already as Arrow batches (keys and JSON made
+/// beforehand), written and committed by delta-rs's own writer: all in one
+/// commit (the limit), and a commit a page of 5,000 and of 500 (the floor
+/// of a sink that commits each load).
 fn limit(rt: &tokio::runtime::Runtime, data: &[Row]) {
     use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray};
     use deltalake::writer::{DeltaWriter, RecordBatchWriter};
     use std::sync::Arc;
 
     let encoded = canonical_batch(data).unwrap();
-    let mut times = Vec::new();
-    for _ in 0..RUNS {
-        let dir = tempfile::tempdir().unwrap();
-        let at = dir.path().join("launches");
-        // The table made by a DeltaSink, so both write the same schema.
-        rt.block_on(DeltaSink::open(at.to_str().unwrap())).unwrap();
-        let mut table = rt
-            .block_on(deltalake::open_table(
-                url::Url::from_directory_path(at.canonicalize().unwrap()).unwrap(),
-            ))
-            .unwrap();
-        let now = 1_764_000_000_000_000i64;
-        let text = |f: &dyn Fn(usize) -> Option<String>| -> ArrayRef {
-            Arc::new(StringArray::from_iter((0..data.len()).map(f)))
+    for page in [ROWS, 10 * PAGE, PAGE] {
+        let mut times = Vec::new();
+        for _ in 0..RUNS {
+            let dir = tempfile::tempdir().unwrap();
+            let at = dir.path().join("launches");
+            // The table made by a DeltaSink, so both write the same schema.
+            rt.block_on(DeltaSink::open(at.to_str().unwrap())).unwrap();
+            let mut table = rt
+                .block_on(deltalake::open_table(
+                    url::Url::from_directory_path(at.canonicalize().unwrap()).unwrap(),
+                ))
+                .unwrap();
+            let now = 1_764_000_000_000_000i64;
+            let schema = RecordBatchWriter::for_table(&table).unwrap().arrow_schema();
+            let batches: Vec<RecordBatch> = (0..data.len())
+                .step_by(page)
+                .map(|from| {
+                    let rows = from..(from + page).min(data.len());
+                    let text = |f: &dyn Fn(usize) -> String| -> ArrayRef {
+                        Arc::new(StringArray::from_iter_values(rows.clone().map(f)))
+                    };
+                    let ts = || -> ArrayRef {
+                        Arc::new(
+                            TimestampMicrosecondArray::from_iter_values(std::iter::repeat_n(
+                                now,
+                                rows.len(),
+                            ))
+                            .with_timezone("UTC"),
+                        )
+                    };
+                    RecordBatch::try_new(
+                        schema.clone(),
+                        vec![
+                            text(&|i| encoded[i].key.clone()),
+                            text(&|i| format!("bench-{i:08}")),
+                            ts(),
+                            ts(),
+                            text(&|i| encoded[i].json.clone()),
+                        ],
+                    )
+                    .unwrap()
+                })
+                .collect();
+            let start = Instant::now();
+            rt.block_on(async {
+                for batch in batches {
+                    let mut writer = RecordBatchWriter::for_table(&table).unwrap();
+                    writer.write(batch).await.unwrap();
+                    writer.flush_and_commit(&mut table).await.unwrap();
+                }
+            });
+            times.push(start.elapsed().as_secs_f64());
+        }
+        let t = median(times);
+        let what = if page == ROWS {
+            "one Arrow batch, one commit (the limit)".to_string()
+        } else {
+            format!("Arrow batches of {page}, a commit each")
         };
-        let ts = |v: Option<i64>| -> ArrayRef {
-            Arc::new(
-                TimestampMicrosecondArray::from_iter(std::iter::repeat_n(v, data.len()))
-                    .with_timezone("UTC"),
-            )
-        };
-        let mut writer = RecordBatchWriter::for_table(&table).unwrap();
-        let batch = RecordBatch::try_new(
-            writer.arrow_schema(),
-            vec![
-                text(&|i| Some(encoded[i].key.clone())),
-                text(&|i| Some(format!("bench-{i:08}"))),
-                ts(Some(now)),
-                ts(Some(now)),
-                text(&|i| Some(encoded[i].json.clone())),
-            ],
-        )
-        .unwrap();
-        let start = Instant::now();
-        rt.block_on(async {
-            writer.write(batch).await.unwrap();
-            writer.flush_and_commit(&mut table).await.unwrap();
-        });
-        times.push(start.elapsed().as_secs_f64());
+        println!(
+            "| delta-rs: {what} | fresh | {t:.3} s | {:.0} rows/s |",
+            ROWS as f64 / t
+        );
     }
-    let t = median(times);
-    println!(
-        "| delta-rs: one Arrow batch, one commit (the limit) | fresh | {t:.3} s | {:.0} rows/s |",
-        ROWS as f64 / t
-    );
 }
 
 /// dlt's filesystem destination in Delta format, over the same launches.
