@@ -68,8 +68,8 @@ impl HttpError {
         HttpError {
             repr: Repr::Status {
                 status,
-                retry_after: retry_after(headers, SystemTime::now()),
-                url: redacted(url.clone()).to_string(),
+                retry_after: asked_wait(status, headers, SystemTime::now()),
+                url: without_secrets(url).to_string(),
                 excerpt: excerpt(body),
             },
         }
@@ -129,7 +129,7 @@ impl std::error::Error for HttpError {
 impl From<reqwest::Error> for HttpError {
     fn from(mut e: reqwest::Error) -> Self {
         if let Some(url) = e.url_mut() {
-            *url = redacted(url.clone());
+            *url = without_secrets(url);
         }
         HttpError {
             repr: Repr::Transport(e),
@@ -138,8 +138,17 @@ impl From<reqwest::Error> for HttpError {
 }
 
 /// `url` without what may hold a secret: the query, the fragment and any
-/// user name or password.
-fn redacted(mut url: Url) -> Url {
+/// user name or password. What an error or a log line may show of a URL.
+///
+/// ```
+/// use etl_core::http::without_secrets;
+///
+/// let url = reqwest::Url::parse("https://me:pw@api.example/v1/items?api_key=s3cret&page=2#top")?;
+/// assert_eq!(without_secrets(&url).as_str(), "https://api.example/v1/items");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn without_secrets(url: &Url) -> Url {
+    let mut url = url.clone();
     url.set_query(None);
     url.set_fragment(None);
     // Only URLs that cannot have credentials refuse these: nothing to hide.
@@ -239,6 +248,31 @@ async fn body_start(mut response: reqwest::Response) -> Vec<u8> {
         }
     }
     body
+}
+
+/// The wait a response with `status` asked for: its `Retry-After`
+/// ([`retry_after`]) on a 429 (too many requests) or a 503 (unavailable),
+/// the two statuses RFC 9110 gives it a meaning for; `None` on any other
+/// status, whose retry (if transient) the backoff times. The one reading of
+/// a server's wait for every HTTP path of the workspace.
+///
+/// ```
+/// use etl_core::http::asked_wait;
+/// use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+/// use std::time::{Duration, SystemTime};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("30"));
+/// let now = SystemTime::now();
+/// assert_eq!(asked_wait(503, &headers, now), Some(Duration::from_secs(30)));
+/// assert_eq!(asked_wait(429, &headers, now), Some(Duration::from_secs(30)));
+/// assert_eq!(asked_wait(500, &headers, now), None);
+/// ```
+pub fn asked_wait(status: u16, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    match status {
+        429 | 503 => retry_after(headers, now),
+        _ => None,
+    }
 }
 
 /// `Retry-After` as a wait from `now`: delta-seconds, or an HTTP-date

@@ -20,7 +20,8 @@ pub struct SourceOptions {
     pub api_key: Option<String>,
     /// Timeout of one request, connect to last byte (`None`: no timeout).
     pub timeout: Option<Duration>,
-    /// The longest server-requested wait (a 429's Retry-After) to sit out.
+    /// The longest server-requested wait (a 429's or 503's Retry-After) to
+    /// sit out.
     /// A longer one fails the page at once with
     /// [`EtlError::RetryAfterTooLong`], naming the wait (`None`: every
     /// wait is honoured; the free tier can ask for 40 minutes).
@@ -96,7 +97,8 @@ pub struct SpaceDevsSource {
     /// Entries all pages hold, and the page size, once the first page came.
     count: Option<u64>,
     page_size: Option<u64>,
-    /// Time the server asked us to wait (429 Retry-After) in all, in ms.
+    /// Time the server asked us to wait (a 429's or 503's Retry-After) in
+    /// all, in ms.
     throttle: wire::Throttle,
     /// An incremental read whose last page did not move the cursor: the
     /// next call fails with this instead of asking for the same page again.

@@ -1,7 +1,8 @@
 //! The wire, mapped to [`EtlError`] on purpose: which answers are worth
 //! another attempt, which carry the server's delay, and what a list page is.
 
-use etl_core::retry::RetryEvent;
+use etl_core::http::without_secrets;
+use etl_core::retry::{RetryEvent, RetryableError};
 use etl_core::{EtlError, Launch, Reject};
 use reqwest::header::HeaderMap;
 use reqwest::redirect;
@@ -101,16 +102,19 @@ pub fn last_updated(entry: &RawValue) -> Option<String> {
 pub fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
     serde_json::from_slice(body).map_err(|e| {
         EtlError::Parse(format!(
-            "{url}: not a Launch Library 2 list page ({e}); body starts {:?}",
+            "{}: not a Launch Library 2 list page ({e}); body starts {:?}",
+            without_secrets(url),
             excerpt(body)
         ))
     })
 }
 
-/// The error for a non-2xx answer. The status decides first (5xx and 408
-/// are transient whatever the body says); a 429 carries the server's delay
-/// when one is known: `Retry-After` (seconds or HTTP-date, rounded up),
-/// else the throttle body's "Expected available in N seconds".
+/// The error for a non-2xx answer, classified as [`etl_core::http`]
+/// classifies it. The status decides first (5xx, 408 and 429 are transient
+/// whatever the body says); a 429 or a 503 carries the server's delay when
+/// one is known ([`etl_core::http::asked_wait`]: `Retry-After`, seconds or
+/// an HTTP-date rounded up), a 429 else the throttle body's "Expected
+/// available in N seconds". The URL is named without its query.
 pub fn status_error(
     url: &Url,
     status: u16,
@@ -118,16 +122,14 @@ pub fn status_error(
     body: &[u8],
     now: SystemTime,
 ) -> EtlError {
-    if status == 429 {
-        // Retry-After by etl-core's reading, the workspace's one parser.
-        let asked = etl_core::http::retry_after(headers, now).map(|wait| wait.as_secs());
-        if let Some(retry_after_secs) = asked.or_else(|| throttle_hint(body)) {
-            return EtlError::RateLimited { retry_after_secs };
-        }
+    let asked = etl_core::http::asked_wait(status, headers, now).map(|wait| wait.as_secs());
+    let hinted = || (status == 429).then(|| throttle_hint(body)).flatten();
+    if let Some(retry_after_secs) = asked.or_else(hinted) {
+        return EtlError::RateLimited { retry_after_secs };
     }
     EtlError::Http {
         status,
-        message: format!("{url}: {}", excerpt(body)),
+        message: format!("{}: {}", without_secrets(url), excerpt(body)),
     }
 }
 
@@ -288,10 +290,14 @@ pub fn throttle_hint(body: &[u8]) -> Option<u64> {
     Some(digits.parse().unwrap_or(u64::MAX))
 }
 
-/// A transport failure (connect, timeout, a body cut off) is transient; a
-/// refused redirect is not.
+/// A transport failure, classified as `RetryableError for reqwest::Error`
+/// classifies it (etl-core's one reading): a connect, timeout, request or
+/// body failure is transient ([`EtlError::Network`]); a refused redirect is
+/// [`EtlError::Refused`], a body that does not decode [`EtlError::Parse`],
+/// a request that cannot be built [`EtlError::InvalidInput`]. The URL is
+/// named without its query.
 pub fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
-    let mut message = format!("{url}: {e}");
+    let mut message = format!("{}: {e}", without_secrets(url));
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         message.push_str(": ");
@@ -300,10 +306,12 @@ pub fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
     }
     if e.is_redirect() {
         EtlError::Refused(message)
-    } else if e.is_builder() {
-        EtlError::InvalidInput(message)
-    } else {
+    } else if RetryableError::is_transient(e) {
         EtlError::Network(message)
+    } else if e.is_decode() {
+        EtlError::Parse(message)
+    } else {
+        EtlError::InvalidInput(message)
     }
 }
 
@@ -395,6 +403,31 @@ mod tests {
             e.is_transient() && e.retry_after().is_none(),
             "no hint: the backoff decides"
         );
+    }
+
+    #[test]
+    fn a_503_waits_its_retry_after_and_no_error_shows_the_query() {
+        let now = SystemTime::now();
+        let e = status_error(&url(), 503, &headers("7"), b"down", now);
+        assert!(
+            matches!(
+                e,
+                EtlError::RateLimited {
+                    retry_after_secs: 7
+                }
+            ),
+            "as etl_core::http reads a 503: {e}"
+        );
+        let e = status_error(&url(), 500, &headers("7"), b"oops", now);
+        assert!(e.is_transient() && e.retry_after().is_none(), "{e}");
+        let secret = Url::parse("https://ll.example/2.2.0/launch/?key=s3cret&offset=10").unwrap();
+        let e = status_error(&secret, 404, &HeaderMap::new(), b"gone", now);
+        assert!(
+            !e.to_string().contains("s3cret") && !e.to_string().contains('?'),
+            "{e}"
+        );
+        let e = parse_page(&secret, b"<html>").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
     #[test]

@@ -196,6 +196,17 @@ async fn unavailable_then_success() {
     );
 }
 
+/// A 503's Retry-After is the server's wait, as etl_core::http reads it
+/// (and as the REST source waits it: etl_run.rs).
+#[tokio::test(start_paused = true)]
+async fn unavailable_with_retry_after_waits_as_asked() {
+    let down = ResponseTemplate::new(503).insert_header("retry-after", "40");
+    let (rows, waited, requests) = after_one(down).await;
+    assert_eq!(ids(&rows.unwrap().unwrap()), ["a"]);
+    assert_eq!(requests, 2);
+    assert!(waited >= Duration::from_secs(40), "waited {waited:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn persistent_5xx_gives_up_after_five_attempts() {
     let server = MockServer::start().await;

@@ -72,7 +72,8 @@ pub struct RestSource {
     next: Option<Url>,
     pages: u32,
     max_retry_after: Option<Duration>,
-    /// Time the server asked us to wait (429 Retry-After) in all, in ms.
+    /// Time the server asked us to wait (a 429's or 503's Retry-After) in
+    /// all, in ms.
     throttle: wire::Throttle,
     /// A pagination that stopped making progress: the next call fails
     /// with this, after the page that showed it was handed over.
