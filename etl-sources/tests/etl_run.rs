@@ -624,7 +624,7 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_i
 
 #[test]
 fn the_example_pipeline_files_read() {
-    use etl_sources::rest::{Paginate, Pipeline};
+    use etl_sources::rest::Pipeline;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut styles = Vec::new();
     for name in ["launch-library.toml", "github-issues.toml"] {
@@ -632,10 +632,10 @@ fn the_example_pipeline_files_read() {
         let pipeline = Pipeline::parse(&text, name, |_| Some("token".into()))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(pipeline.check_incremental().is_ok(), "{name}");
-        styles.push(pipeline.paginate);
+        styles.push(format!("{:?}", pipeline.paginate));
     }
-    assert!(matches!(styles[0], Paginate::NextUrl { .. }));
-    assert_eq!(styles[1], Paginate::LinkHeader);
+    assert!(styles[0].starts_with("NextUrl {"), "{}", styles[0]);
+    assert!(styles[1].starts_with("LinkHeader"), "{}", styles[1]);
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use std::path::Path;
 use toml::Spanned;
 use url::Url;
 
+use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 
 /// A pipeline file that cannot run: what is wrong, where.
@@ -43,39 +44,11 @@ struct File {
     #[serde(default)]
     headers: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
-    paginate: Option<Spanned<PaginateFile>>,
+    paginate: Option<Spanned<paginate::Table>>,
     #[serde(default)]
     incremental: Option<Incremental>,
     #[serde(default)]
     auth: Option<Spanned<AuthFile>>,
-}
-
-/// `[paginate]` as written: one table for every style, checked by
-/// [`Paginate::check`] so that a key of another style is named as such.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PaginateFile {
-    style: Spanned<Style>,
-    next: Option<Spanned<String>>,
-    offset_param: Option<Spanned<String>>,
-    limit_param: Option<Spanned<String>>,
-    limit: Option<Spanned<u64>>,
-    total: Option<Spanned<String>>,
-    page_param: Option<Spanned<String>>,
-    start: Option<Spanned<u64>>,
-    total_pages: Option<Spanned<String>>,
-    cursor: Option<Spanned<String>>,
-    cursor_param: Option<Spanned<String>>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-enum Style {
-    NextUrl,
-    LinkHeader,
-    Offset,
-    PageNumber,
-    Cursor,
 }
 
 /// `[auth]` as written.
@@ -108,47 +81,6 @@ pub struct Incremental {
     /// Extra query parameters of incremental requests (a sort order).
     #[serde(default)]
     pub params: BTreeMap<String, String>,
-}
-
-/// How the pages follow one another.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Paginate {
-    /// One page.
-    None,
-    /// The body's URL at this pointer (absolute or relative).
-    NextUrl {
-        /// Where the next page's URL is.
-        next: Pointer,
-    },
-    /// The `rel="next"` link of the `Link` header (RFC 8288).
-    LinkHeader,
-    /// `offset_param` moves by `limit`.
-    Offset {
-        /// The offset's query parameter.
-        offset_param: String,
-        /// The page size's query parameter.
-        limit_param: String,
-        /// The page size.
-        limit: u64,
-        /// Where the body says how many entries there are, if it does.
-        total: Option<Pointer>,
-    },
-    /// `page_param` moves by one from `start`.
-    PageNumber {
-        /// The page's query parameter.
-        page_param: String,
-        /// The first page's number.
-        start: u64,
-        /// Where the body says how many pages there are, if it does.
-        total_pages: Option<Pointer>,
-    },
-    /// The body's cursor at `cursor`, sent back as `cursor_param`.
-    Cursor {
-        /// Where the next cursor is.
-        cursor: Pointer,
-        /// Its query parameter.
-        cursor_param: String,
-    },
 }
 
 /// How requests prove who sends them; the secret read from the
@@ -210,8 +142,9 @@ pub struct Pipeline {
     pub params: BTreeMap<String, String>,
     /// Headers of every request.
     pub headers: BTreeMap<String, String>,
-    /// How pages follow one another.
-    pub paginate: Paginate,
+    /// How pages follow one another: the file's `[paginate]` style, or a
+    /// paginator of the program's own ([`Pipeline::with_paginator`]).
+    pub paginate: Box<dyn Paginator>,
     /// How a request asks for changes, if it can.
     pub incremental: Option<Incremental>,
     /// The credentials, if any.
@@ -296,8 +229,8 @@ impl Pipeline {
             headers.insert(k.get_ref().clone(), v.get_ref().clone());
         }
         let paginate = match &file.paginate {
-            None => Paginate::None,
-            Some(p) => Paginate::check(p.get_ref(), &at)?,
+            None => Box::new(paginate::Single),
+            Some(p) => paginate::from_table(p, &at)?,
         };
         let auth = match &file.auth {
             None => None,
@@ -319,6 +252,13 @@ impl Pipeline {
             incremental: file.incremental,
             auth,
         })
+    }
+
+    /// This pipeline with `paginator` in place of the file's `[paginate]`
+    /// style: a pagination no style of the file describes.
+    pub fn with_paginator(mut self, paginator: impl Paginator + 'static) -> Self {
+        self.paginate = Box::new(paginator);
+        self
     }
 
     /// Whether `--incremental` can run: an `[incremental]` table and an
@@ -348,120 +288,6 @@ fn is_identifier(name: &str) -> bool {
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && name.len() <= 48
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-impl Paginate {
-    fn check(p: &PaginateFile, at: &Locator<'_>) -> Result<Self, ConfigError> {
-        let style = *p.style.get_ref();
-        // Every key given, with the style it belongs to.
-        let given = [
-            ("next", p.next.as_ref().map(Spanned::span), Style::NextUrl),
-            (
-                "offset_param",
-                p.offset_param.as_ref().map(Spanned::span),
-                Style::Offset,
-            ),
-            (
-                "limit_param",
-                p.limit_param.as_ref().map(Spanned::span),
-                Style::Offset,
-            ),
-            ("limit", p.limit.as_ref().map(Spanned::span), Style::Offset),
-            ("total", p.total.as_ref().map(Spanned::span), Style::Offset),
-            (
-                "page_param",
-                p.page_param.as_ref().map(Spanned::span),
-                Style::PageNumber,
-            ),
-            (
-                "start",
-                p.start.as_ref().map(Spanned::span),
-                Style::PageNumber,
-            ),
-            (
-                "total_pages",
-                p.total_pages.as_ref().map(Spanned::span),
-                Style::PageNumber,
-            ),
-            (
-                "cursor",
-                p.cursor.as_ref().map(Spanned::span),
-                Style::Cursor,
-            ),
-            (
-                "cursor_param",
-                p.cursor_param.as_ref().map(Spanned::span),
-                Style::Cursor,
-            ),
-        ];
-        for (key, span, owner) in given {
-            if let Some(span) = span {
-                if owner != style {
-                    return Err(at.key(
-                        span,
-                        &format!("paginate.{key}"),
-                        &format!("is not a key of style {}", style.name()),
-                    ));
-                }
-            }
-        }
-        let pointer =
-            |s: &Option<Spanned<String>>, key: &str| -> Result<Option<Pointer>, ConfigError> {
-                s.as_ref()
-                    .map(|s| Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e)))
-                    .transpose()
-            };
-        let required = |key: &str| {
-            at.key(
-                p.style.span(),
-                &format!("paginate.{key}"),
-                &format!("is required by style {}", style.name()),
-            )
-        };
-        let text = |s: &Option<Spanned<String>>, default: &str| {
-            s.as_ref()
-                .map_or(default.to_owned(), |s| s.get_ref().clone())
-        };
-        Ok(match style {
-            Style::NextUrl => Paginate::NextUrl {
-                next: pointer(&p.next, "paginate.next")?.ok_or_else(|| required("next"))?,
-            },
-            Style::LinkHeader => Paginate::LinkHeader,
-            Style::Offset => {
-                let limit = p.limit.as_ref().ok_or_else(|| required("limit"))?;
-                if *limit.get_ref() == 0 {
-                    return Err(at.key(limit.span(), "paginate.limit", "must be at least 1"));
-                }
-                Paginate::Offset {
-                    offset_param: text(&p.offset_param, "offset"),
-                    limit_param: text(&p.limit_param, "limit"),
-                    limit: *limit.get_ref(),
-                    total: pointer(&p.total, "paginate.total")?,
-                }
-            }
-            Style::PageNumber => Paginate::PageNumber {
-                page_param: text(&p.page_param, "page"),
-                start: p.start.as_ref().map_or(1, |s| *s.get_ref()),
-                total_pages: pointer(&p.total_pages, "paginate.total_pages")?,
-            },
-            Style::Cursor => Paginate::Cursor {
-                cursor: pointer(&p.cursor, "paginate.cursor")?.ok_or_else(|| required("cursor"))?,
-                cursor_param: text(&p.cursor_param, "cursor"),
-            },
-        })
-    }
-}
-
-impl Style {
-    fn name(self) -> &'static str {
-        match self {
-            Style::NextUrl => "next_url",
-            Style::LinkHeader => "link_header",
-            Style::Offset => "offset",
-            Style::PageNumber => "page_number",
-            Style::Cursor => "cursor",
-        }
-    }
 }
 
 impl Auth {
@@ -553,7 +379,7 @@ impl Auth {
 }
 
 /// Turns a byte span of the file into "file, line N" and a key's name.
-struct Locator<'a> {
+pub(crate) struct Locator<'a> {
     text: &'a str,
     origin: &'a str,
 }
@@ -576,7 +402,7 @@ impl Locator<'_> {
     }
 
     /// An error about `key`, found at `span`.
-    fn key(&self, span: Range<usize>, key: &str, what: &str) -> ConfigError {
+    pub(crate) fn key(&self, span: Range<usize>, key: &str, what: &str) -> ConfigError {
         let (line, text) = self.line(span.start);
         ConfigError(format!(
             "{}, line {line}: `{key}` {what}\n  {line} | {text}",

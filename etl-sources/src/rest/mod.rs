@@ -1,7 +1,7 @@
 //! Any JSON API, described in a TOML file ([`Pipeline`]) and read page by
-//! page by [`RestSource`]: five pagination styles, four kinds of auth, JSON
-//! Pointers to the records, their ids and update times, and incremental
-//! reads. `etl run PIPELINE.toml` runs it through the same pipeline as
+//! page by [`RestSource`]: six pagination styles (or a [`Paginator`] of
+//! your own), four kinds of auth, JSON Pointers to the records, their ids
+//! and update times, and incremental reads. `etl run PIPELINE.toml` runs it through the same pipeline as
 //! `launches`.
 //!
 //! ```no_run
@@ -26,7 +26,8 @@ mod paginate;
 mod pointer;
 mod record;
 
-pub use config::{Auth, ConfigError, Incremental, Paginate, Pipeline};
+pub use config::{Auth, ConfigError, Incremental, Pipeline};
+pub use paginate::{Page, Paginator};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
 
@@ -41,7 +42,6 @@ use url::{Origin, Url};
 
 use crate::source::{PageRead, Source};
 use crate::{wire, SourceOptions};
-use paginate::Pager;
 use pointer::Body;
 
 /// A JSON API read as its [`Pipeline`] file says.
@@ -68,7 +68,7 @@ pub struct RestSource {
     pipeline: Pipeline,
     client: reqwest::Client,
     origin: Origin,
-    pager: Pager,
+    paginator: Box<dyn Paginator>,
     next: Option<Url>,
     pages: u32,
     max_retry_after: Option<Duration>,
@@ -85,11 +85,11 @@ impl RestSource {
     pub fn new(pipeline: Pipeline, options: SourceOptions) -> Result<Self, EtlError> {
         let origin = pipeline.url.origin();
         let client = wire::client(&origin, headers(&pipeline)?, options.timeout)?;
-        let pager = Pager::new(&pipeline.paginate);
+        let paginator = pipeline.paginate.clone();
         let mut source = RestSource {
             client,
             origin,
-            pager,
+            paginator,
             next: None,
             pages: 0,
             max_retry_after: options.max_retry_after,
@@ -97,7 +97,7 @@ impl RestSource {
             stalled: None,
             pipeline,
         };
-        source.next = Some(source.pager.first(&source.base(None)));
+        source.next = Some(source.paginator.first(&source.base(None)));
         Ok(source)
     }
 
@@ -140,10 +140,10 @@ impl RestSource {
         }
     }
 
-    /// One page's body and `Link` header: the whole request and status
-    /// check is one attempt.
+    /// One page's body and headers: the whole request and status check is
+    /// one attempt.
     #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
-    async fn fetch_page(&self, url: &Url) -> Result<(Bytes, Option<String>), EtlError> {
+    async fn fetch_page(&self, url: &Url) -> Result<(Bytes, HeaderMap), EtlError> {
         let mut request = match &self.pipeline.auth {
             Some(Auth::Query { name, secret }) => {
                 let mut with_secret = url.clone();
@@ -156,13 +156,7 @@ impl RestSource {
             request = request.basic_auth(username, Some(password));
         }
         let (headers, body) = wire::get(request, url, self.max_retry_after, &self.throttle).await?;
-        let link = headers
-            .get_all(reqwest::header::LINK)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(", ");
-        Ok((body, (!link.is_empty()).then_some(link)))
+        Ok((body, headers))
     }
 }
 
@@ -219,7 +213,7 @@ impl Source for RestSource {
                 self.origin.ascii_serialization()
             )));
         }
-        let (body, link) = self.fetch_page(&url).await?;
+        let (body, response_headers) = self.fetch_page(&url).await?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
@@ -248,10 +242,10 @@ impl Source for RestSource {
             &shown,
         );
         self.pages += 1;
-        let step = self.pager.next(&paginate::Page {
+        let step = self.paginator.next(&Page {
             url: &url,
             body: &page_body,
-            link: link.as_deref(),
+            headers: &response_headers,
             entries: &entries,
         });
         self.next = match step {
@@ -275,7 +269,7 @@ impl Source for RestSource {
     }
 
     fn pages_total(&self) -> Option<u64> {
-        self.pager.pages_total()
+        self.paginator.pages_total()
     }
 
     fn throttled(&self) -> Duration {
@@ -290,7 +284,7 @@ impl Source for RestSource {
             .check_incremental()
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
         let base = self.base(Some(cursor));
-        self.next = Some(self.pager.first(&base));
+        self.next = Some(self.paginator.first(&base));
         Ok(())
     }
 

@@ -20,15 +20,22 @@ pub enum Style {
     PageNumber,
     /// `{"data": [...], "meta": {"next_cursor": "cN"}}`, `?cursor=`.
     Cursor,
+    /// Stripe's: `{"data": [...], "has_more": true}`, then
+    /// `?starting_after=<the last record's id>`.
+    LastRecord,
+    /// `X-Next-Cursor: cN` on the response, `?cursor=`.
+    HeaderCursor,
 }
 
 impl Style {
-    pub const ALL: [Style; 5] = [
+    pub const ALL: [Style; 7] = [
         Style::NextUrl,
         Style::LinkHeader,
         Style::Offset,
         Style::PageNumber,
         Style::Cursor,
+        Style::LastRecord,
+        Style::HeaderCursor,
     ];
 
     /// The `[paginate]` table of a pipeline file for this style.
@@ -39,6 +46,8 @@ impl Style {
             Style::Offset => "[paginate]\nstyle = \"offset\"\nlimit = 4\ntotal = \"/count\"\n",
             Style::PageNumber => "[paginate]\nstyle = \"page_number\"\n",
             Style::Cursor => "[paginate]\nstyle = \"cursor\"\ncursor = \"/meta/next_cursor\"\n",
+            Style::LastRecord => "[paginate]\nstyle = \"cursor\"\nlast_record = \"/id\"\ncursor_param = \"starting_after\"\nhas_more = \"/has_more\"\n",
+            Style::HeaderCursor => "[paginate]\nstyle = \"header_cursor\"\nheader = \"X-Next-Cursor\"\n",
         }
     }
 }
@@ -151,7 +160,18 @@ impl Respond for Api {
             Style::PageNumber => {
                 (query("page").map_or(1, |p| p.parse::<usize>().unwrap()) - 1) * size
             }
-            Style::Cursor => query("cursor").map_or(0, |c| c[1..].parse().unwrap()),
+            Style::Cursor | Style::HeaderCursor => {
+                query("cursor").map_or(0, |c| c[1..].parse().unwrap())
+            }
+            // Just past the record of that id.
+            Style::LastRecord => query("starting_after").map_or(0, |after| {
+                1 + items
+                    .iter()
+                    .position(|i| {
+                        i["id"].as_u64().map(|id| id.to_string()).as_deref() == Some(after.as_str())
+                    })
+                    .expect("starting_after names a record")
+            }),
             _ => query("offset").map_or(0, |o| o.parse().unwrap()),
         };
         let page: Vec<Value> = items.iter().skip(start).take(size).cloned().collect();
@@ -206,6 +226,13 @@ impl Respond for Api {
             Style::PageNumber => {}
             Style::Cursor => {
                 body["meta"] = json!({ "next_cursor": if more { json!(format!("c{next_start}")) } else { Value::Null } });
+            }
+            Style::LastRecord => body["has_more"] = json!(more),
+            Style::HeaderCursor => {
+                if more {
+                    response =
+                        response.insert_header("x-next-cursor", format!("c{next_start}").as_str());
+                }
             }
         }
         response.set_body_json(body)

@@ -41,11 +41,10 @@ env = "ITEMS_TOKEN"
     )
     .unwrap();
     assert_eq!(p.name, "items");
-    assert_eq!(
-        p.paginate,
-        Paginate::NextUrl {
-            next: Pointer::parse("/next").unwrap()
-        }
+    assert!(
+        shown(&p).starts_with(r#"NextUrl { next: "/next""#),
+        "{}",
+        shown(&p)
     );
     assert_eq!(p.auth, Some(Auth::Bearer("t0k".into())));
     assert_eq!(p.incremental.as_ref().unwrap().params["sort"], "updated_at");
@@ -56,42 +55,97 @@ env = "ITEMS_TOKEN"
     );
 }
 
+/// The paginator a file describes, as its `Debug` shows its settings.
+fn shown(p: &Pipeline) -> String {
+    format!("{:?}", p.paginate)
+}
+
 #[test]
 fn each_style_takes_its_defaults() {
-    let p = parse("[paginate]\nstyle = \"offset\"\nlimit = 100\ntotal = \"/count\"\n").unwrap();
-    assert_eq!(
-        p.paginate,
-        Paginate::Offset {
-            offset_param: "offset".into(),
-            limit_param: "limit".into(),
-            limit: 100,
-            total: Some(Pointer::parse("/count").unwrap()),
+    let has = |extra: &str, parts: &[&str]| {
+        let p = parse(extra).unwrap_or_else(|e| panic!("{e}"));
+        let shown = shown(&p);
+        for part in parts {
+            assert!(shown.contains(part), "{part} in {shown}");
         }
+    };
+    has(
+        "[paginate]\nstyle = \"offset\"\nlimit = 100\ntotal = \"/count\"\n",
+        &[
+            "Offset {",
+            r#"offset_param: "offset""#,
+            r#"limit_param: "limit""#,
+            "limit: 100",
+            r#"total: Some("/count")"#,
+            "has_more: None",
+        ],
     );
-    let p = parse("[paginate]\nstyle = \"page_number\"\n").unwrap();
-    assert_eq!(
-        p.paginate,
-        Paginate::PageNumber {
-            page_param: "page".into(),
-            start: 1,
-            total_pages: None
-        }
+    has(
+        "[paginate]\nstyle = \"page_number\"\n",
+        &[
+            "PageNumber {",
+            r#"page_param: "page""#,
+            "start: 1",
+            "total_pages: None",
+        ],
     );
-    let p = parse("[paginate]\nstyle = \"cursor\"\ncursor = \"/meta/next_cursor\"\n").unwrap();
-    assert_eq!(
-        p.paginate,
-        Paginate::Cursor {
-            cursor: Pointer::parse("/meta/next_cursor").unwrap(),
-            cursor_param: "cursor".into()
-        }
+    has(
+        "[paginate]\nstyle = \"cursor\"\ncursor = \"/meta/next_cursor\"\n",
+        &[
+            r#"Cursor { from: Body("/meta/next_cursor")"#,
+            r#"cursor_param: "cursor""#,
+        ],
     );
-    assert_eq!(
-        parse("[paginate]\nstyle = \"link_header\"\n")
-            .unwrap()
-            .paginate,
-        Paginate::LinkHeader
+    has(
+        "[paginate]\nstyle = \"cursor\"\nlast_record = \"/id\"\ncursor_param = \"starting_after\"\nhas_more = \"/has_more\"\n",
+        &[
+            r#"Cursor { from: LastRecord("/id")"#,
+            r#"cursor_param: "starting_after""#,
+            r#"has_more: Some("/has_more")"#,
+        ],
     );
-    assert_eq!(parse("").unwrap().paginate, Paginate::None);
+    has(
+        "[paginate]\nstyle = \"header_cursor\"\nheader = \"X-Next-Cursor\"\n",
+        &[
+            r#"HeaderCursor { header: "X-Next-Cursor""#,
+            r#"cursor_param: "cursor""#,
+        ],
+    );
+    has("[paginate]\nstyle = \"link_header\"\n", &["LinkHeader"]);
+    has("", &["Single"]);
+}
+
+#[test]
+fn a_style_s_keys_are_checked_where_they_are_written() {
+    let e = error("[paginate]\nstyle = \"cursor\"\ncursor = \"/c\"\nlast_record = \"/id\"\n");
+    assert!(
+        e.contains("line 8") && e.contains("`paginate.last_record` and `paginate.cursor`"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"cursor\"\n");
+    assert!(e.contains("(or `paginate.last_record`"), "{e}");
+    let e = error("[paginate]\nstyle = \"header_cursor\"\n");
+    assert!(
+        e.contains("`paginate.header` is required by style header_cursor"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"header_cursor\"\nheader = \"X Next\"\n");
+    assert!(
+        e.contains("`paginate.header` is not a valid header name"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"offset\"\nlimit = 5\nhas_more = \"more\"\n");
+    assert!(
+        e.contains("`paginate.has_more`") && e.contains("RFC 6901"),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"next_url\"\nnxt = \"/n\"\nnext = \"/n\"\n");
+    assert!(
+        e.contains("did you mean `next`?") && e.contains("line 7"),
+        "{e}"
+    );
+    let e = error("[paginate]\nnext = \"/n\"\n");
+    assert!(e.contains("`paginate.style` is required"), "{e}");
 }
 
 #[test]

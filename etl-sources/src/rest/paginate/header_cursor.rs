@@ -1,0 +1,95 @@
+//! `style = "header_cursor"`: the next cursor is a response header (dlt's
+//! `header_cursor`).
+
+use etl_core::EtlError;
+use url::Url;
+
+use super::keys::Keys;
+use super::{with, Met, Page, Paginator};
+use crate::rest::config::ConfigError;
+
+/// The first request as written, then `?<cursor_param>=<the header's
+/// value>`; the header absent or empty ends the read. A cursor met before
+/// is a loop.
+#[derive(Clone, Debug)]
+pub(crate) struct HeaderCursor {
+    header: String,
+    cursor_param: String,
+    base: Option<Url>,
+    met: Met,
+}
+
+impl HeaderCursor {
+    /// `header` (required: a header name), `cursor_param` (`cursor`).
+    pub fn from_keys(keys: &mut Keys<'_>) -> Result<Box<dyn Paginator>, ConfigError> {
+        let header = keys
+            .text("header")?
+            .ok_or_else(|| keys.required("header"))?;
+        if reqwest::header::HeaderName::from_bytes(header.get_ref().as_bytes()).is_err() {
+            return Err(keys.error(header.span(), "header", "is not a valid header name"));
+        }
+        Ok(Box::new(HeaderCursor {
+            header: header.into_inner(),
+            cursor_param: keys.text_or("cursor_param", "cursor")?,
+            base: None,
+            met: Met::default(),
+        }))
+    }
+}
+
+impl Paginator for HeaderCursor {
+    fn first(&mut self, base: &Url) -> Url {
+        self.base = Some(base.clone());
+        self.met.clear();
+        base.clone()
+    }
+
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+        let Some(value) = page.header(&self.header).filter(|v| !v.trim().is_empty()) else {
+            return Ok(None);
+        };
+        self.met.cursor(&value, &self.header, page)?;
+        let base = self.base.clone().unwrap_or_else(|| page.url.clone());
+        Ok(Some(with(&base, &[(&self.cursor_param, &value)])))
+    }
+
+    fn boxed(&self) -> Box<dyn Paginator> {
+        Box::new(self.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rest::paginate::tests::next;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    #[test]
+    fn the_header_carries_the_cursor_and_its_absence_ends_the_read() {
+        let mut pager = HeaderCursor {
+            header: "X-Next-Cursor".into(),
+            cursor_param: "cursor".into(),
+            base: None,
+            met: Met::default(),
+        };
+        let base = Url::parse("http://x/items?per_page=2").unwrap();
+        assert_eq!(pager.first(&base), base);
+        let mut headers = HeaderMap::new();
+        headers.insert("x-next-cursor", HeaderValue::from_static("c2"));
+        let second = next(&mut pager, &base, r#"{"data": [1, 2]}"#, &headers)
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.as_str(), "http://x/items?per_page=2&cursor=c2");
+        let e = next(&mut pager, &second, r#"{"data": [3]}"#, &headers).unwrap_err();
+        assert!(e.to_string().contains("pagination loop"), "{e}");
+        headers.insert("x-next-cursor", HeaderValue::from_static(""));
+        assert_eq!(
+            next(&mut pager, &second, r#"{"data": [3]}"#, &headers).unwrap(),
+            None
+        );
+        assert_eq!(
+            next(&mut pager, &second, r#"{"data": [3]}"#, &HeaderMap::new()).unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! Pagination: where a read's next page is. Each style is one type
+//! implementing [`Paginator`], in a file of its own (as dlt's paginators
+//! are one class a style, with `update_state` and `update_request`): it
+//! reads its keys of the `[paginate]` table once, when the pipeline file is
+//! read ([`from_table`]), and is then run page by page. The guards against
+//! a pagination going round in circles ([`Met`], [`Repeats`]) are shared.
+
+mod cursor;
+mod header_cursor;
+mod keys;
+mod link_header;
+mod next_url;
+mod offset;
+mod page_number;
+mod single;
+
+pub(crate) use keys::Table;
+pub(crate) use single::Single;
+
+use etl_core::EtlError;
+use reqwest::header::HeaderMap;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use toml::Spanned;
+use url::Url;
+
+use super::config::{ConfigError, Locator};
+use super::pointer::{Body, Pointer};
+use keys::Keys;
+
+/// One pagination style: the first request of a read, then each next one
+/// from the page before.
+///
+/// The styles of a pipeline file (`[paginate] style = ...`) are types of
+/// this crate; a program of its own may hand a [`super::Pipeline`] a
+/// paginator of its own ([`super::Pipeline::with_paginator`]).
+///
+/// ```
+/// use etl_core::EtlError;
+/// use etl_sources::rest::{Page, Paginator, Pipeline, Pointer};
+/// use url::Url;
+///
+/// /// The next page is `?after=<the last record's id>`; an empty page ends.
+/// #[derive(Clone, Debug)]
+/// struct After { base: Option<Url>, id: Pointer }
+///
+/// impl Paginator for After {
+///     fn first(&mut self, base: &Url) -> Url {
+///         self.base = Some(base.clone());
+///         base.clone()
+///     }
+///     fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+///         let Some(last) = page.entries().last() else { return Ok(None) };
+///         let record: serde_json::Value = serde_json::from_str(last.get())
+///             .map_err(|e| EtlError::Parse(e.to_string()))?;
+///         let Some(id) = self.id.get(&record) else { return Ok(None) };
+///         let mut url = self.base.clone().unwrap_or_else(|| page.url().clone());
+///         url.query_pairs_mut().append_pair("after", &id.to_string());
+///         Ok(Some(url))
+///     }
+///     fn boxed(&self) -> Box<dyn Paginator> {
+///         Box::new(self.clone())
+///     }
+/// }
+///
+/// let file = "name = \"items\"\nurl = \"http://127.0.0.1:8080/items\"\nrecords = \"\"\nid = \"/id\"\n";
+/// let pipeline = Pipeline::parse(file, "items.toml", |_| None)?
+///     .with_paginator(After { base: None, id: Pointer::parse("/id")? });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Paginator: fmt::Debug + Send + Sync {
+    /// The first request of a read (which starts the paginator afresh),
+    /// from `base`: the file's URL with its `[params]` (and, reading
+    /// incrementally, the cursor's parameters).
+    fn first(&mut self, base: &Url) -> Url;
+
+    /// The request after `page`, `None` at the end, or the error that ends
+    /// the read: a pagination going round in circles, or a page that does
+    /// not say what the style needs as it should.
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError>;
+
+    /// Pages in all, once a page said (a progress bar's length).
+    fn pages_total(&self) -> Option<u64> {
+        None
+    }
+
+    /// A copy of this paginator, for another read (a clone of a
+    /// [`super::Pipeline`]): `Box::new(self.clone())` for a `Clone` type.
+    fn boxed(&self) -> Box<dyn Paginator>;
+}
+
+impl Clone for Box<dyn Paginator> {
+    fn clone(&self) -> Self {
+        self.boxed()
+    }
+}
+
+/// What a page tells a [`Paginator`]: its URL, headers, body and entries.
+pub struct Page<'a> {
+    pub(crate) url: &'a Url,
+    pub(crate) body: &'a Body<'a>,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) entries: &'a [&'a RawValue],
+}
+
+impl<'a> Page<'a> {
+    /// The page's URL (relative next URLs and links resolve against it).
+    pub fn url(&self) -> &Url {
+        self.url
+    }
+
+    /// The value at `pointer` in the body, parsed; `None` when nothing is
+    /// there. A body that does not read there is [`EtlError::Parse`].
+    pub fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, EtlError> {
+        self.body
+            .value_at(pointer)
+            .map_err(|e| EtlError::Parse(format!("{}: {e}", self.url)))
+    }
+
+    /// The values of the response header `name`, joined with `, ` as
+    /// RFC 9110 joins a header sent more than once; `None` when absent.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> = self
+            .headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+
+    /// The page's entries at `records`, each as sent.
+    pub fn entries(&self) -> &'a [&'a RawValue] {
+        self.entries
+    }
+}
+
+/// One style's constructor: it takes its keys of the `[paginate]` table.
+type Make = fn(&mut Keys<'_>) -> Result<Box<dyn Paginator>, ConfigError>;
+
+/// Every style a pipeline file can name: adding one is a file and a line
+/// here.
+const STYLES: &[(&str, Make)] = &[
+    ("next_url", next_url::NextUrl::from_keys),
+    ("link_header", link_header::LinkHeader::from_keys),
+    ("offset", offset::Offset::from_keys),
+    ("page_number", page_number::PageNumber::from_keys),
+    ("cursor", cursor::Cursor::from_keys),
+    ("header_cursor", header_cursor::HeaderCursor::from_keys),
+];
+
+/// The paginator a `[paginate]` table describes, every key checked: an
+/// unknown style (with the closest known one), a required key missing, a
+/// key of the wrong type or of another style are named with their line.
+pub(crate) fn from_table(
+    table: &Spanned<Table>,
+    at: &Locator<'_>,
+) -> Result<Box<dyn Paginator>, ConfigError> {
+    let style = table
+        .get_ref()
+        .iter()
+        .find(|(k, _)| k.get_ref() == "style")
+        .map(|(_, v)| v);
+    let Some(style) = style else {
+        return Err(at.key(table.span(), "paginate.style", "is required"));
+    };
+    let Some(name) = style.get_ref().as_str() else {
+        return Err(at.key(style.span(), "paginate.style", "must be a string"));
+    };
+    let Some((name, make)) = STYLES.iter().find(|(known, _)| *known == name) else {
+        let mut what = format!(
+            "{name:?} is not a style: one of {}",
+            STYLES
+                .iter()
+                .map(|(s, _)| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let guess = STYLES
+            .iter()
+            .map(|(known, _)| (strsim::jaro_winkler(name, known), known))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, known)) = guess {
+            what.push_str(&format!("; did you mean `{known}`?"));
+        }
+        return Err(at.key(style.span(), "paginate.style", &what));
+    };
+    let mut keys = Keys::new(table.get_ref(), at, (name, style.span()));
+    // A misspelt key is the likelier fault than a missing one.
+    let paginator = make(&mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;
+    keys.finish()?;
+    Ok(paginator)
+}
+
+/// The URLs or cursors a read met: one met again is a loop.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Met(HashSet<String>);
+
+impl Met {
+    /// Forgets what was met: a read starts.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// `url`, unless it was asked for before.
+    pub fn url(&mut self, url: Url) -> Result<Option<Url>, EtlError> {
+        if self.0.insert(url.to_string()) {
+            Ok(Some(url))
+        } else {
+            Err(EtlError::Parse(format!(
+                "pagination loop: the next page {url} was read before; stopping"
+            )))
+        }
+    }
+
+    /// Fails when `cursor` (found by `what`) was met before.
+    pub fn cursor(&mut self, cursor: &str, what: &str, page: &Page<'_>) -> Result<(), EtlError> {
+        if self.0.insert(cursor.to_owned()) {
+            Ok(())
+        } else {
+            Err(EtlError::Parse(format!(
+                "{}: pagination loop: the cursor {cursor:?} ({what}) was met before; stopping",
+                page.url
+            )))
+        }
+    }
+}
+
+/// A hash of the previous page's entries: a page that repeats it means the
+/// server ignores the parameter that should move the read on.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Repeats {
+    previous: Option<u64>,
+    hasher: foldhash::quality::FixedState,
+}
+
+impl Repeats {
+    /// Forgets the previous page: a read starts.
+    pub fn clear(&mut self) {
+        self.previous = None;
+    }
+
+    /// Fails when `page`'s entries are the previous page's again.
+    pub fn check(&mut self, page: &Page<'_>, param: &str) -> Result<(), EtlError> {
+        let mut hasher = self.hasher.build_hasher();
+        for entry in page.entries {
+            hasher.write(entry.get().as_bytes());
+            hasher.write_u8(0);
+        }
+        let hash = hasher.finish();
+        let again = !page.entries.is_empty() && self.previous == Some(hash);
+        self.previous = Some(hash);
+        if again {
+            return Err(EtlError::Parse(format!(
+                "{}: pagination loop: this page repeats the one before (does the API ignore `{param}`?); stopping",
+                page.url
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `base` with these query parameters set (replacing any of the same name).
+pub(crate) fn with(base: &Url, set: &[(&str, &str)]) -> Url {
+    let mut url = base.clone();
+    crate::wire::set_query(&mut url, &[], set);
+    url
+}
+
+/// The string (or number, as its digits) at `pointer`; `None` for null,
+/// `""` or nothing there.
+pub(crate) fn text_at(
+    pointer: &Pointer,
+    page: &Page<'_>,
+    key: &str,
+) -> Result<Option<String>, EtlError> {
+    text_of(page.value_at(pointer)?, pointer, page, key)
+}
+
+/// A cursor value as text: a string, or a number as its digits; `None`
+/// for null, `""` or nothing.
+pub(crate) fn text_of(
+    value: Option<Value>,
+    pointer: &Pointer,
+    page: &Page<'_>,
+    key: &str,
+) -> Result<Option<String>, EtlError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok((!s.is_empty()).then_some(s)),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(EtlError::Parse(format!(
+            "{}: `{key}` ({pointer}) is neither a string nor null: {other}",
+            page.url
+        ))),
+    }
+}
+
+/// The non-negative integer at `pointer`, if one is there.
+pub(crate) fn number_at(
+    pointer: &Pointer,
+    page: &Page<'_>,
+    key: &str,
+) -> Result<Option<u64>, EtlError> {
+    match page.value_at(pointer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(other) => Err(EtlError::Parse(format!(
+            "{}: `{key}` ({pointer}) is not a non-negative integer: {other}",
+            page.url
+        ))),
+    }
+}
+
+/// Whether the page says more follow, by the boolean at `has_more` (the
+/// optional key of `cursor`, `offset` and `page_number`): `false` ends the
+/// chain; `None` (no key, or nothing there) leaves it to the style.
+pub(crate) fn more_at(
+    has_more: Option<&Pointer>,
+    page: &Page<'_>,
+) -> Result<Option<bool>, EtlError> {
+    let Some(pointer) = has_more else {
+        return Ok(None);
+    };
+    match page.value_at(pointer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(more)) => Ok(Some(more)),
+        Some(other) => Err(EtlError::Parse(format!(
+            "{}: `paginate.has_more` ({pointer}) is not a boolean: {other}",
+            page.url
+        ))),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// `paginator`'s next request after a page of `text` (entries at
+    /// `/data`) at `url`, with `headers`.
+    pub fn next(
+        paginator: &mut dyn Paginator,
+        url: &Url,
+        text: &str,
+        headers: &HeaderMap,
+    ) -> Result<Option<Url>, EtlError> {
+        let body = Body::parse(text).unwrap();
+        let entries = body
+            .array_at(&Pointer::parse("/data").unwrap())
+            .unwrap()
+            .unwrap_or_default();
+        paginator.next(&Page {
+            url,
+            body: &body,
+            headers,
+            entries: &entries,
+        })
+    }
+}

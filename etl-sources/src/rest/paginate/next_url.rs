@@ -1,0 +1,54 @@
+//! `style = "next_url"`: the body holds the next page's URL.
+
+use etl_core::EtlError;
+use url::Url;
+
+use super::keys::Keys;
+use super::{text_at, Met, Page, Paginator};
+use crate::rest::config::ConfigError;
+use crate::rest::pointer::Pointer;
+
+/// The URL at `next` (absolute, or relative to the page); null, `""` or
+/// nothing there ends the read. A URL met before is a loop.
+#[derive(Clone, Debug)]
+pub(crate) struct NextUrl {
+    next: Pointer,
+    met: Met,
+}
+
+impl NextUrl {
+    /// `next` (required).
+    pub fn from_keys(keys: &mut Keys<'_>) -> Result<Box<dyn Paginator>, ConfigError> {
+        let next = keys.pointer("next")?.ok_or_else(|| keys.required("next"))?;
+        Ok(Box::new(NextUrl {
+            next,
+            met: Met::default(),
+        }))
+    }
+}
+
+impl Paginator for NextUrl {
+    fn first(&mut self, base: &Url) -> Url {
+        self.met.clear();
+        // The first URL counts as met: a next URL back to it is a loop.
+        let _ = self.met.url(base.clone());
+        base.clone()
+    }
+
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+        let Some(target) = text_at(&self.next, page, "paginate.next")? else {
+            return Ok(None);
+        };
+        let url = page.url.join(&target).map_err(|e| {
+            EtlError::Parse(format!(
+                "{}: `paginate.next` ({}) is not a URL: {target:?}: {e}",
+                page.url, self.next
+            ))
+        })?;
+        self.met.url(url)
+    }
+
+    fn boxed(&self) -> Box<dyn Paginator> {
+        Box::new(self.clone())
+    }
+}

@@ -1,0 +1,24 @@
+//! One page: a pipeline file with no `[paginate]` table.
+
+use etl_core::EtlError;
+use url::Url;
+
+use super::{Page, Paginator};
+
+/// The first page is the only one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Single;
+
+impl Paginator for Single {
+    fn first(&mut self, base: &Url) -> Url {
+        base.clone()
+    }
+
+    fn next(&mut self, _page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+        Ok(None)
+    }
+
+    fn boxed(&self) -> Box<dyn Paginator> {
+        Box::new(self.clone())
+    }
+}
