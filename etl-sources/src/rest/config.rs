@@ -44,6 +44,10 @@ struct File {
     #[serde(default)]
     headers: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
+    method: Option<Spanned<String>>,
+    #[serde(default)]
+    body: Option<Spanned<toml::Table>>,
+    #[serde(default)]
     paginate: Option<Spanned<paginate::Table>>,
     #[serde(default)]
     incremental: Option<Incremental>,
@@ -149,6 +153,34 @@ pub struct Pipeline {
     pub incremental: Option<Incremental>,
     /// The credentials, if any.
     pub auth: Option<Auth>,
+    /// The requests' method (`method`, default GET).
+    pub method: Method,
+    /// The JSON body of a POST (`[body]`; empty without it).
+    pub body: serde_json::Map<String, serde_json::Value>,
+    /// Where the paginator's parameters go (`[paginate] param_in`).
+    pub param_in: ParamIn,
+}
+
+/// The method of every request of a pipeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Method {
+    /// `GET` (the default).
+    #[default]
+    Get,
+    /// `POST`, with the JSON body `[body]` (`Content-Type:
+    /// application/json`): a list endpoint that takes its query as JSON.
+    Post,
+}
+
+/// Where a paginator's parameters (an offset and limit, a page, a cursor)
+/// go in a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ParamIn {
+    /// The URL's query (the default).
+    #[default]
+    Query,
+    /// The top level of the JSON body (`method = "POST"` only).
+    Body,
 }
 
 impl Pipeline {
@@ -228,9 +260,53 @@ impl Pipeline {
             })?;
             headers.insert(k.get_ref().clone(), v.get_ref().clone());
         }
-        let paginate = match &file.paginate {
-            None => Box::new(paginate::Single),
+        let method = match &file.method {
+            None => Method::Get,
+            Some(m) => match m.get_ref().as_str() {
+                "GET" => Method::Get,
+                "POST" => Method::Post,
+                _ => return Err(at.key(m.span(), "method", "must be \"GET\" or \"POST\"")),
+            },
+        };
+        let (paginate, param_in) = match &file.paginate {
+            None => (Box::new(paginate::Single) as Box<dyn Paginator>, None),
             Some(p) => paginate::from_table(p, &at)?,
+        };
+        let post_only = |span: std::ops::Range<usize>, key: &str| {
+            at.key(
+                span,
+                key,
+                "needs method = \"POST\" (a GET request has no body)",
+            )
+        };
+        let param_in = match param_in {
+            None => ParamIn::Query,
+            Some(p) => match p.get_ref().as_str() {
+                "query" => ParamIn::Query,
+                "body" if method == Method::Post => ParamIn::Body,
+                "body" => return Err(post_only(p.span(), "paginate.param_in")),
+                _ => {
+                    return Err(at.key(
+                        p.span(),
+                        "paginate.param_in",
+                        "must be \"query\" or \"body\"",
+                    ))
+                }
+            },
+        };
+        let body = match &file.body {
+            None => serde_json::Map::new(),
+            Some(b) if method != Method::Post => return Err(post_only(b.span(), "body")),
+            Some(b) => match serde_json::to_value(b.get_ref()) {
+                Ok(serde_json::Value::Object(map)) => map,
+                _ => {
+                    return Err(at.key(
+                        b.span(),
+                        "body",
+                        "must be a table of JSON values (a date or time is not one)",
+                    ))
+                }
+            },
         };
         let auth = match &file.auth {
             None => None,
@@ -251,6 +327,9 @@ impl Pipeline {
             paginate,
             incremental: file.incremental,
             auth,
+            method,
+            body,
+            param_in,
         })
     }
 

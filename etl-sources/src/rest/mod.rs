@@ -26,14 +26,14 @@ mod paginate;
 mod pointer;
 mod record;
 
-pub use config::{Auth, ConfigError, Incremental, Pipeline};
-pub use paginate::{Page, Paginator};
+pub use config::{Auth, ConfigError, Incremental, Method, ParamIn, Pipeline};
+pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
 
 use bytes::Bytes;
 use etl_core::{retry, EtlError};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -69,7 +69,7 @@ pub struct RestSource {
     client: reqwest::Client,
     origin: Origin,
     paginator: Box<dyn Paginator>,
-    next: Option<Url>,
+    next: Option<Request>,
     pages: u32,
     max_retry_after: Option<Duration>,
     /// Time the server asked us to wait (a 429's or 503's Retry-After) in
@@ -108,8 +108,34 @@ impl RestSource {
 
     /// The URL the next call of [`Source::next_page`] fetches (without the
     /// secret of `query` auth).
-    pub fn next_url(&self) -> Option<&Url> {
-        self.next.as_ref()
+    pub fn next_url(&self) -> Option<Url> {
+        self.next.as_ref().map(|r| self.url_of(r))
+    }
+
+    /// Where `request` goes: its URL, with the paginator's parameters in
+    /// the query unless they go in the body.
+    fn url_of(&self, request: &Request) -> Url {
+        match self.pipeline.param_in {
+            ParamIn::Query => request.in_query(),
+            ParamIn::Body => request.url.clone(),
+        }
+    }
+
+    /// The JSON body of `request`, for `method = "POST"`: `[body]`, and the
+    /// paginator's parameters at its top level with `param_in = "body"`.
+    fn body_of(&self, request: &Request) -> Result<Option<Vec<u8>>, EtlError> {
+        if self.pipeline.method != Method::Post {
+            return Ok(None);
+        }
+        let mut body = self.pipeline.body.clone();
+        if self.pipeline.param_in == ParamIn::Body {
+            for (name, value) in &request.params {
+                body.insert(name.clone(), value.clone());
+            }
+        }
+        serde_json::to_vec(&Value::Object(body))
+            .map(Some)
+            .map_err(|e| EtlError::InvalidInput(format!("the request body: {e}")))
     }
 
     /// The first page's URL with `[params]` and, reading since `cursor`,
@@ -141,16 +167,28 @@ impl RestSource {
     }
 
     /// One page's body and headers: the whole request and status check is
-    /// one attempt.
+    /// one attempt. With a `body`, the request is a POST of that JSON.
     #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
-    async fn fetch_page(&self, url: &Url) -> Result<(Bytes, HeaderMap), EtlError> {
-        let mut request = match &self.pipeline.auth {
+    async fn fetch_page(
+        &self,
+        url: &Url,
+        body: Option<&[u8]>,
+    ) -> Result<(Bytes, HeaderMap), EtlError> {
+        let target = match &self.pipeline.auth {
             Some(Auth::Query { name, secret }) => {
                 let mut with_secret = url.clone();
                 with_secret.query_pairs_mut().append_pair(name, secret);
-                self.client.get(with_secret)
+                with_secret
             }
-            _ => self.client.get(url.clone()),
+            _ => url.clone(),
+        };
+        let mut request = match body {
+            Some(body) => self
+                .client
+                .post(target)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_vec()),
+            None => self.client.get(target),
         };
         if let Some(Auth::Basic { username, password }) = &self.pipeline.auth {
             request = request.basic_auth(username, Some(password));
@@ -203,9 +241,11 @@ impl Source for RestSource {
         if let Some(stalled) = self.stalled.take() {
             return Err(stalled);
         }
-        let Some(url) = self.next.clone() else {
+        let Some(request) = self.next.clone() else {
             return Ok(None);
         };
+        let url = self.url_of(&request);
+        let request_body = self.body_of(&request)?;
         if url.origin() != self.origin {
             return Err(EtlError::Refused(format!(
                 "next page is on origin {}, not {}: not following it (a credential never leaves its origin)",
@@ -213,7 +253,7 @@ impl Source for RestSource {
                 self.origin.ascii_serialization()
             )));
         }
-        let (body, response_headers) = self.fetch_page(&url).await?;
+        let (body, response_headers) = self.fetch_page(&url, request_body.as_deref()).await?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
@@ -251,7 +291,7 @@ impl Source for RestSource {
         self.next = match step {
             Ok(next) => next.map(|mut next| {
                 if let Some(param) = self.secret_param() {
-                    wire::set_query(&mut next, &[param], &[]);
+                    wire::set_query(&mut next.url, &[param], &[]);
                 }
                 next
             }),

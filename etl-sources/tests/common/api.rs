@@ -66,6 +66,8 @@ pub struct Api {
     pub script_from: usize,
     /// Every request's URL, as received.
     pub seen: Arc<Mutex<Vec<url::Url>>>,
+    /// Every request's JSON body (`null` for none), as received.
+    pub bodies: Arc<Mutex<Vec<Value>>>,
     /// A next link to put on the first page instead of the real one.
     pub next_override: Option<String>,
     /// Real time each page takes.
@@ -96,6 +98,7 @@ impl Api {
             script: Default::default(),
             script_from: 0,
             seen: Default::default(),
+            bodies: Default::default(),
             next_override: None,
             delay: std::time::Duration::ZERO,
         }
@@ -124,6 +127,9 @@ impl Respond for Api {
             seen.push(request.url.clone());
             seen.len() - 1
         };
+        // A POST's JSON body: its top-level members count as the query's.
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        self.bodies.lock().unwrap().push(body.clone());
         if let Some(token) = &self.token {
             let sent = request
                 .headers
@@ -144,6 +150,11 @@ impl Respond for Api {
                 .query_pairs()
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.into_owned())
+                .or_else(|| match &body[name] {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                })
         };
         // An incremental request: the items changed since, oldest first.
         let mut items = self.items.lock().unwrap().clone();

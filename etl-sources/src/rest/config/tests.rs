@@ -149,6 +149,36 @@ fn a_style_s_keys_are_checked_where_they_are_written() {
 }
 
 #[test]
+fn a_post_takes_a_body_and_parameters_in_it_and_a_get_does_not() {
+    let p = parse(
+        "method = \"POST\"\n[body]\nq = \"x\"\nn = 3\n[paginate]\nstyle = \"offset\"\nlimit = 2\nparam_in = \"body\"\n",
+    )
+    .unwrap();
+    assert_eq!(p.method, Method::Post);
+    assert_eq!(p.param_in, ParamIn::Body);
+    assert_eq!(
+        serde_json::Value::Object(p.body.clone()),
+        serde_json::json!({"q": "x", "n": 3})
+    );
+    let p = parse("").unwrap();
+    assert_eq!((p.method, p.param_in), (Method::Get, ParamIn::Query));
+    assert!(p.body.is_empty());
+    let e = error("[body]\nq = \"x\"\n");
+    assert!(
+        e.contains("line 5") && e.contains("`body` needs method = \"POST\""),
+        "{e}"
+    );
+    let e = error("[paginate]\nstyle = \"cursor\"\ncursor = \"/c\"\nparam_in = \"body\"\n");
+    assert!(e.contains("`paginate.param_in` needs method"), "{e}");
+    let e = error("method = \"PUT\"\n");
+    assert!(e.contains("`method` must be \"GET\" or \"POST\""), "{e}");
+    let e = error(
+        "method = \"POST\"\n[paginate]\nstyle = \"cursor\"\ncursor = \"/c\"\nparam_in = \"form\"\n",
+    );
+    assert!(e.contains("`paginate.param_in` must be"), "{e}");
+}
+
+#[test]
 fn a_misspelt_key_or_style_is_named_with_its_line_and_a_guess() {
     let e = error("recods = \"/x\"\n");
     assert!(

@@ -7,7 +7,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::keys::Keys;
-use super::{more_at, text_at, text_of, with, Met, Page, Paginator};
+use super::{cursor_at, cursor_of, more_at, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::pointer::Pointer;
 
@@ -68,9 +68,9 @@ impl Cursor {
     }
 
     /// The page's cursor, if it gives one.
-    fn cursor(&self, page: &Page<'_>) -> Result<Option<String>, EtlError> {
+    fn cursor(&self, page: &Page<'_>) -> Result<Option<Value>, EtlError> {
         match &self.from {
-            From::Body(pointer) => text_at(pointer, page, "paginate.cursor"),
+            From::Body(pointer) => cursor_at(pointer, page, "paginate.cursor"),
             From::LastRecord(pointer) => {
                 let Some(last) = page.entries.last() else {
                     return Ok(None);
@@ -78,7 +78,7 @@ impl Cursor {
                 let record: Value = serde_json::from_str(last.get())
                     .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
                 match pointer.get(&record) {
-                    Some(v) => text_of(Some(v.clone()), pointer, page, "paginate.last_record")?
+                    Some(v) => cursor_of(Some(v.clone()), pointer, page, "paginate.last_record")?
                         .map(Some)
                         .ok_or_else(|| {
                             EtlError::Parse(format!(
@@ -97,13 +97,13 @@ impl Cursor {
 }
 
 impl Paginator for Cursor {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.base = Some(base.clone());
         self.met.clear();
-        base.clone()
+        Request::to(base.clone())
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         if more_at(self.has_more.as_ref(), page)? == Some(false) {
             return Ok(None);
         }
@@ -115,7 +115,10 @@ impl Paginator for Cursor {
         };
         self.met.cursor(&value, &what, page)?;
         let base = self.base.clone().unwrap_or_else(|| page.url.clone());
-        Ok(Some(with(&base, &[(&self.cursor_param, &value)])))
+        Ok(Some(Request::with(
+            &base,
+            vec![(self.cursor_param.clone(), value)],
+        )))
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {
@@ -143,11 +146,14 @@ mod tests {
     fn the_last_records_id_asks_for_the_next_page_until_has_more_is_false() {
         let mut pager = stripe();
         let base = Url::parse("http://x/v1/customers?limit=2").unwrap();
-        let first = pager.first(&base);
+        let first = pager.first(&base).in_query();
         assert_eq!(first, base);
         let none = HeaderMap::new();
         let page = r#"{"data": [{"id": "cus_1"}, {"id": "cus_2"}], "has_more": true}"#;
-        let second = next(&mut pager, &first, page, &none).unwrap().unwrap();
+        let second = next(&mut pager, &first, page, &none)
+            .unwrap()
+            .unwrap()
+            .in_query();
         assert_eq!(
             second.as_str(),
             "http://x/v1/customers?limit=2&starting_after=cus_2"

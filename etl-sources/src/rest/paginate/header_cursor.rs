@@ -5,7 +5,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::keys::Keys;
-use super::{with, Met, Page, Paginator};
+use super::{Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 
 /// The first request as written, then `?<cursor_param>=<the header's
@@ -38,19 +38,23 @@ impl HeaderCursor {
 }
 
 impl Paginator for HeaderCursor {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.base = Some(base.clone());
         self.met.clear();
-        base.clone()
+        Request::to(base.clone())
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         let Some(value) = page.header(&self.header).filter(|v| !v.trim().is_empty()) else {
             return Ok(None);
         };
+        let value = serde_json::Value::String(value);
         self.met.cursor(&value, &self.header, page)?;
         let base = self.base.clone().unwrap_or_else(|| page.url.clone());
-        Ok(Some(with(&base, &[(&self.cursor_param, &value)])))
+        Ok(Some(Request::with(
+            &base,
+            vec![(self.cursor_param.clone(), value)],
+        )))
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {
@@ -73,12 +77,13 @@ mod tests {
             met: Met::default(),
         };
         let base = Url::parse("http://x/items?per_page=2").unwrap();
-        assert_eq!(pager.first(&base), base);
+        assert_eq!(pager.first(&base).in_query(), base);
         let mut headers = HeaderMap::new();
         headers.insert("x-next-cursor", HeaderValue::from_static("c2"));
         let second = next(&mut pager, &base, r#"{"data": [1, 2]}"#, &headers)
             .unwrap()
-            .unwrap();
+            .unwrap()
+            .in_query();
         assert_eq!(second.as_str(), "http://x/items?per_page=2&cursor=c2");
         let e = next(&mut pager, &second, r#"{"data": [3]}"#, &headers).unwrap_err();
         assert!(e.to_string().contains("pagination loop"), "{e}");

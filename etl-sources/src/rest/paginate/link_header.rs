@@ -5,7 +5,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::keys::Keys;
-use super::{Met, Page, Paginator};
+use super::{Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 
 /// The target of the `Link` header's `rel="next"` link, resolved against
@@ -23,13 +23,13 @@ impl LinkHeader {
 }
 
 impl Paginator for LinkHeader {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.met.clear();
         let _ = self.met.url(base.clone());
-        base.clone()
+        Request::to(base.clone())
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         let Some(link) = page.header("link") else {
             return Ok(None);
         };

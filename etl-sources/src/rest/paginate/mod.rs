@@ -40,7 +40,7 @@ use keys::Keys;
 ///
 /// ```
 /// use etl_core::EtlError;
-/// use etl_sources::rest::{Page, Paginator, Pipeline, Pointer};
+/// use etl_sources::rest::{Page, Paginator, Pipeline, Pointer, Request};
 /// use url::Url;
 ///
 /// /// The next page is `?after=<the last record's id>`; an empty page ends.
@@ -48,18 +48,17 @@ use keys::Keys;
 /// struct After { base: Option<Url>, id: Pointer }
 ///
 /// impl Paginator for After {
-///     fn first(&mut self, base: &Url) -> Url {
+///     fn first(&mut self, base: &Url) -> Request {
 ///         self.base = Some(base.clone());
-///         base.clone()
+///         Request::to(base.clone())
 ///     }
-///     fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+///     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
 ///         let Some(last) = page.entries().last() else { return Ok(None) };
 ///         let record: serde_json::Value = serde_json::from_str(last.get())
 ///             .map_err(|e| EtlError::Parse(e.to_string()))?;
 ///         let Some(id) = self.id.get(&record) else { return Ok(None) };
-///         let mut url = self.base.clone().unwrap_or_else(|| page.url().clone());
-///         url.query_pairs_mut().append_pair("after", &id.to_string());
-///         Ok(Some(url))
+///         let base = self.base.clone().unwrap_or_else(|| page.url().clone());
+///         Ok(Some(Request::with(&base, vec![("after".into(), id.clone())])))
 ///     }
 ///     fn boxed(&self) -> Box<dyn Paginator> {
 ///         Box::new(self.clone())
@@ -75,12 +74,12 @@ pub trait Paginator: fmt::Debug + Send + Sync {
     /// The first request of a read (which starts the paginator afresh),
     /// from `base`: the file's URL with its `[params]` (and, reading
     /// incrementally, the cursor's parameters).
-    fn first(&mut self, base: &Url) -> Url;
+    fn first(&mut self, base: &Url) -> Request;
 
     /// The request after `page`, `None` at the end, or the error that ends
     /// the read: a pagination going round in circles, or a page that does
     /// not say what the style needs as it should.
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError>;
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError>;
 
     /// Pages in all, once a page said (a progress bar's length).
     fn pages_total(&self) -> Option<u64> {
@@ -95,6 +94,69 @@ pub trait Paginator: fmt::Debug + Send + Sync {
 impl Clone for Box<dyn Paginator> {
     fn clone(&self) -> Self {
         self.boxed()
+    }
+}
+
+/// A request a [`Paginator`] asks for: a URL, and the paginator's own
+/// parameters (an offset and a limit, a page, a cursor), which the source
+/// sets in the URL's query or, with `[paginate] param_in = "body"`, at the
+/// top level of the JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Where the request goes.
+    pub url: Url,
+    /// The paginator's parameters, each replacing one of the same name.
+    pub params: Vec<(String, Value)>,
+}
+
+impl Request {
+    /// A request of `url` as it is (a next URL, a link).
+    pub fn to(url: Url) -> Self {
+        Request {
+            url,
+            params: Vec::new(),
+        }
+    }
+
+    /// A request of `url` with `params`.
+    pub fn with(url: &Url, params: Vec<(String, Value)>) -> Self {
+        Request {
+            url: url.clone(),
+            params,
+        }
+    }
+
+    /// The URL with the parameters in its query, each replacing any of the
+    /// same name (a string as it is, anything else as its JSON text).
+    ///
+    /// ```
+    /// use etl_sources::rest::Request;
+    /// use serde_json::json;
+    ///
+    /// let url = url::Url::parse("http://x/items?offset=0&q=a")?;
+    /// let request = Request::with(&url, vec![("offset".into(), json!(20)), ("after".into(), json!("c2"))]);
+    /// assert_eq!(request.in_query().as_str(), "http://x/items?q=a&offset=20&after=c2");
+    /// # Ok::<(), url::ParseError>(())
+    /// ```
+    pub fn in_query(&self) -> Url {
+        let texts: Vec<(&str, String)> = self
+            .params
+            .iter()
+            .map(|(name, value)| (name.as_str(), as_text(value)))
+            .collect();
+        let set: Vec<(&str, &str)> = texts.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let mut url = self.url.clone();
+        crate::wire::set_query(&mut url, &[], &set);
+        url
+    }
+}
+
+/// A parameter's value as query text: a string as it is, anything else as
+/// its JSON text.
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -138,6 +200,9 @@ impl<'a> Page<'a> {
     }
 }
 
+/// A `[paginate]` table read: the paginator, and `param_in` as written.
+pub(crate) type Pagination = (Box<dyn Paginator>, Option<Spanned<String>>);
+
 /// One style's constructor: it takes its keys of the `[paginate]` table.
 type Make = fn(&mut Keys<'_>) -> Result<Box<dyn Paginator>, ConfigError>;
 
@@ -155,10 +220,13 @@ const STYLES: &[(&str, Make)] = &[
 /// The paginator a `[paginate]` table describes, every key checked: an
 /// unknown style (with the closest known one), a required key missing, a
 /// key of the wrong type or of another style are named with their line.
+///
+/// `param_in`, a key of every style, is handed back as written for the
+/// pipeline to check (it places parameters; it does not find them).
 pub(crate) fn from_table(
     table: &Spanned<Table>,
     at: &Locator<'_>,
-) -> Result<Box<dyn Paginator>, ConfigError> {
+) -> Result<Pagination, ConfigError> {
     let style = table
         .get_ref()
         .iter()
@@ -190,10 +258,11 @@ pub(crate) fn from_table(
         return Err(at.key(style.span(), "paginate.style", &what));
     };
     let mut keys = Keys::new(table.get_ref(), at, (name, style.span()));
+    let param_in = keys.text("param_in")?;
     // A misspelt key is the likelier fault than a missing one.
     let paginator = make(&mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;
     keys.finish()?;
-    Ok(paginator)
+    Ok((paginator, param_in))
 }
 
 /// The URLs or cursors a read met: one met again is a loop.
@@ -207,9 +276,9 @@ impl Met {
     }
 
     /// `url`, unless it was asked for before.
-    pub fn url(&mut self, url: Url) -> Result<Option<Url>, EtlError> {
+    pub fn url(&mut self, url: Url) -> Result<Option<Request>, EtlError> {
         if self.0.insert(url.to_string()) {
-            Ok(Some(url))
+            Ok(Some(Request::to(url)))
         } else {
             Err(EtlError::Parse(format!(
                 "pagination loop: the next page {url} was read before; stopping"
@@ -218,8 +287,9 @@ impl Met {
     }
 
     /// Fails when `cursor` (found by `what`) was met before.
-    pub fn cursor(&mut self, cursor: &str, what: &str, page: &Page<'_>) -> Result<(), EtlError> {
-        if self.0.insert(cursor.to_owned()) {
+    pub fn cursor(&mut self, cursor: &Value, what: &str, page: &Page<'_>) -> Result<(), EtlError> {
+        let cursor = as_text(cursor);
+        if self.0.insert(cursor.clone()) {
             Ok(())
         } else {
             Err(EtlError::Parse(format!(
@@ -264,35 +334,28 @@ impl Repeats {
     }
 }
 
-/// `base` with these query parameters set (replacing any of the same name).
-pub(crate) fn with(base: &Url, set: &[(&str, &str)]) -> Url {
-    let mut url = base.clone();
-    crate::wire::set_query(&mut url, &[], set);
-    url
-}
-
-/// The string (or number, as its digits) at `pointer`; `None` for null,
+/// The cursor at `pointer`: a string or a number as sent; `None` for null,
 /// `""` or nothing there.
-pub(crate) fn text_at(
+pub(crate) fn cursor_at(
     pointer: &Pointer,
     page: &Page<'_>,
     key: &str,
-) -> Result<Option<String>, EtlError> {
-    text_of(page.value_at(pointer)?, pointer, page, key)
+) -> Result<Option<Value>, EtlError> {
+    cursor_of(page.value_at(pointer)?, pointer, page, key)
 }
 
-/// A cursor value as text: a string, or a number as its digits; `None`
-/// for null, `""` or nothing.
-pub(crate) fn text_of(
+/// A value found by `key`'s `pointer` as a cursor or URL: a string or a
+/// number as sent; `None` for null, `""` or nothing.
+pub(crate) fn cursor_of(
     value: Option<Value>,
     pointer: &Pointer,
     page: &Page<'_>,
     key: &str,
-) -> Result<Option<String>, EtlError> {
+) -> Result<Option<Value>, EtlError> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok((!s.is_empty()).then_some(s)),
-        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(v @ (Value::String(_) | Value::Number(_))) => Ok(Some(v)),
         Some(other) => Err(EtlError::Parse(format!(
             "{}: `{key}` ({pointer}) is neither a string nor null: {other}",
             page.url
@@ -347,7 +410,7 @@ pub(crate) mod tests {
         url: &Url,
         text: &str,
         headers: &HeaderMap,
-    ) -> Result<Option<Url>, EtlError> {
+    ) -> Result<Option<Request>, EtlError> {
         let body = Body::parse(text).unwrap();
         let entries = body
             .array_at(&Pointer::parse("/data").unwrap())

@@ -4,7 +4,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::keys::Keys;
-use super::{text_at, Met, Page, Paginator};
+use super::{cursor_at, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::pointer::Pointer;
 
@@ -28,16 +28,20 @@ impl NextUrl {
 }
 
 impl Paginator for NextUrl {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.met.clear();
         // The first URL counts as met: a next URL back to it is a loop.
         let _ = self.met.url(base.clone());
-        base.clone()
+        Request::to(base.clone())
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
-        let Some(target) = text_at(&self.next, page, "paginate.next")? else {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
+        let Some(target) = cursor_at(&self.next, page, "paginate.next")? else {
             return Ok(None);
+        };
+        let target = match target {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
         };
         let url = page.url.join(&target).map_err(|e| {
             EtlError::Parse(format!(

@@ -4,7 +4,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::keys::Keys;
-use super::{more_at, number_at, with, Page, Paginator, Repeats};
+use super::{more_at, number_at, Page, Paginator, Repeats, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::pointer::Pointer;
 
@@ -49,26 +49,26 @@ impl Offset {
         }))
     }
 
-    fn request(&self, base: &Url) -> Url {
-        with(
+    fn request(&self, base: &Url) -> Request {
+        Request::with(
             base,
-            &[
-                (&self.offset_param, &self.at.to_string()),
-                (&self.limit_param, &self.limit.to_string()),
+            vec![
+                (self.offset_param.clone(), self.at.into()),
+                (self.limit_param.clone(), self.limit.into()),
             ],
         )
     }
 }
 
 impl Paginator for Offset {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.base = Some(base.clone());
         self.repeats.clear();
         self.at = 0;
         self.request(base)
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         let base = self.base.clone().unwrap_or_else(|| page.url.clone());
         let total = match &self.total {
             Some(p) => number_at(p, page, "paginate.total")?,

@@ -4,7 +4,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::keys::Keys;
-use super::{more_at, number_at, with, Page, Paginator, Repeats};
+use super::{more_at, number_at, Page, Paginator, Repeats, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::pointer::Pointer;
 
@@ -43,14 +43,14 @@ impl PageNumber {
 }
 
 impl Paginator for PageNumber {
-    fn first(&mut self, base: &Url) -> Url {
+    fn first(&mut self, base: &Url) -> Request {
         self.base = Some(base.clone());
         self.repeats.clear();
         self.at = self.start;
-        with(base, &[(&self.page_param, &self.start.to_string())])
+        Request::with(base, vec![(self.page_param.clone(), self.start.into())])
     }
 
-    fn next(&mut self, page: &Page<'_>) -> Result<Option<Url>, EtlError> {
+    fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         let base = self.base.clone().unwrap_or_else(|| page.url.clone());
         let total = match &self.total_pages {
             Some(p) => number_at(p, page, "paginate.total_pages")?,
@@ -69,7 +69,7 @@ impl Paginator for PageNumber {
             (None, Some(total)) => read >= total,
             (None, None) => page.entries.is_empty(),
         };
-        Ok((!ended).then(|| with(&base, &[(&self.page_param, &self.at.to_string())])))
+        Ok((!ended).then(|| Request::with(&base, vec![(self.page_param.clone(), self.at.into())])))
     }
 
     fn pages_total(&self) -> Option<u64> {
@@ -100,14 +100,15 @@ mod tests {
             repeats: Repeats::default(),
         };
         let base = Url::parse("http://x/items").unwrap();
-        let first = pager.first(&base);
+        let first = pager.first(&base).in_query();
         assert_eq!(first.as_str(), "http://x/items?page=18446744073709551615");
         // The page number cannot move on: the same page comes again, and
         // the repeat ends the read.
         let none = HeaderMap::new();
         let again = next(&mut pager, &first, r#"{"data": [1]}"#, &none)
             .unwrap()
-            .unwrap();
+            .unwrap()
+            .in_query();
         assert_eq!(again, first);
         let e = next(&mut pager, &again, r#"{"data": [1]}"#, &none).unwrap_err();
         assert!(e.to_string().contains("repeats the one before"), "{e}");
