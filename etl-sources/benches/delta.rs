@@ -10,8 +10,8 @@
 //!   them, into a fresh table, then all of them again (all held) from a
 //!   newly opened sink;
 //! - `limit`: delta-rs itself writing the same rows, already Arrow batches
-//!   (keys and canonical JSON made beforehand): one batch in one commit,
-//!   and a commit a page of 5,000 and of 500;
+//!   (keys and canonical JSON made beforehand, and timed on their own):
+//!   one batch in one commit, and a commit a page of 5,000 and of 500;
 //! - `dlt`: dlt 1.31's filesystem destination with `table_format="delta"`
 //!   over the same rows (`ETL_BENCH_DLT_PYTHON`: a Python with
 //!   `dlt[deltalake]==1.31.0`; skipped without it);
@@ -147,6 +147,20 @@ fn limit(rt: &tokio::runtime::Runtime, data: &[Row]) {
     use deltalake::writer::{DeltaWriter, RecordBatchWriter};
     use std::sync::Arc;
 
+    // What the limit is handed made: every row's key and canonical JSON,
+    // on every core. A sink must do this work too, so it is the floor
+    // under any sink's load of these rows.
+    let mut made = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        std::hint::black_box(canonical_batch(data).unwrap());
+        made.push(start.elapsed().as_secs_f64());
+    }
+    let t = median(made);
+    println!(
+        "| etl-core: the rows' keys and canonical JSON alone (`canonical_batch`, no write) | - | {t:.3} s | {:.0} rows/s |",
+        ROWS as f64 / t
+    );
     let encoded = canonical_batch(data).unwrap();
     for page in [ROWS, 10 * PAGE, PAGE] {
         let mut times = Vec::new();

@@ -208,7 +208,10 @@ fn read_records(pages: &[Bytes]) {
         results: Vec<&'a serde_json::value::RawValue>,
     }
     let id = Pointer::parse("/id").unwrap();
-    let updated_at = Pointer::parse("/updated_at").unwrap();
+    let updated_at = etl_sources::rest::UpdatedAt {
+        pointer: Pointer::parse("/updated_at").unwrap(),
+        unit: None,
+    };
     for page in pages {
         let page: Page<'_> = serde_json::from_slice(page).unwrap();
         for entry in page.results {

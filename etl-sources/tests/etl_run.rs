@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::process::Command;
 use wiremock::ResponseTemplate;
@@ -147,6 +148,75 @@ async fn a_post_endpoint_with_the_cursor_in_the_body_loads_every_record_once() {
     for url in api.seen.lock().unwrap().iter() {
         assert_eq!(url.query(), None, "the cursor is in the body: {url}");
     }
+}
+
+/// Records whose time is Unix seconds (Slack's `updated`): read as UTC
+/// times, the cursor sent back as a number; `initial` starts a first
+/// incremental run, and `lag` asks from that far before the cursor, what
+/// is met again not written twice.
+#[tokio::test]
+async fn unix_times_are_read_and_sent_back_as_numbers_from_initial_and_less_the_lag() {
+    const T0: u64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+    let users: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(
+        (1..=5)
+            .map(|i| json!({"id": format!("U{i}"), "name": format!("user {i}"), "updated": T0 + i}))
+            .collect(),
+    ));
+    let asked: Arc<Mutex<Vec<Option<u64>>>> = Arc::default();
+    let server = wiremock::MockServer::start().await;
+    let (served, seen) = (users.clone(), asked.clone());
+    wiremock::Mock::given(wiremock::matchers::path("/users.list"))
+        .respond_with(move |request: &wiremock::Request| {
+            let oldest = request
+                .url
+                .query_pairs()
+                .find(|(k, _)| k == "oldest")
+                .map(|(_, v)| v.parse::<u64>().expect("the cursor is sent as a number"));
+            seen.lock().unwrap().push(oldest);
+            let members: Vec<Value> = served
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|u| oldest.is_none_or(|o| u["updated"].as_u64().unwrap() >= o))
+                .cloned()
+                .collect();
+            ResponseTemplate::new(200).set_body_json(json!({"ok": true, "members": members}))
+        })
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "name = \"users\"\nurl = \"{}/users.list\"\nrecords = \"/members\"\nid = \"/id\"\n\
+         updated_at = \"/updated\"\nupdated_at_unit = \"s\"\n\
+         [incremental]\nparam = \"oldest\"\ninitial = {}\nlag = \"2s\"\n",
+        server.uri(),
+        T0 + 3
+    );
+
+    // Nothing held: from `initial` less the lag.
+    let first = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert_eq!(asked.lock().unwrap().clone(), [Some(T0 + 1)]);
+    assert_eq!(records(&dir.path().join("items.jsonl")).0.len(), 5);
+
+    // One user changes; the next run asks from the newest held time (user
+    // 5's) less the lag, meets users 3 and 5 again and writes only user 4.
+    users.lock().unwrap()[3] = json!({"id": "U4", "name": "user 4, renamed", "updated": T0 + 10});
+    let second = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+    assert_eq!(asked.lock().unwrap()[1], Some(T0 + 3));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("3 records read, 1 new rows"),
+        "{}",
+        text(&second)
+    );
+    let (written, _) = records(&dir.path().join("items.jsonl"));
+    assert_eq!(written.len(), 6);
+    assert_eq!(
+        written[5]["updated"],
+        json!(T0 + 10),
+        "the record keeps its number"
+    );
 }
 
 #[tokio::test]

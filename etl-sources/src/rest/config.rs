@@ -12,6 +12,8 @@ use url::Url;
 
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
+use super::stamp::{self, TimeUnit, UpdatedAt};
+use std::time::Duration;
 
 /// A pipeline file that cannot run: what is wrong, where.
 ///
@@ -40,6 +42,8 @@ struct File {
     #[serde(default)]
     updated_at: Option<Spanned<String>>,
     #[serde(default)]
+    updated_at_unit: Option<Spanned<String>>,
+    #[serde(default)]
     params: BTreeMap<String, String>,
     #[serde(default)]
     headers: BTreeMap<Spanned<String>, Spanned<String>>,
@@ -50,7 +54,7 @@ struct File {
     #[serde(default)]
     paginate: Option<Spanned<paginate::Table>>,
     #[serde(default)]
-    incremental: Option<Incremental>,
+    incremental: Option<Spanned<IncrementalFile>>,
     #[serde(default)]
     auth: Option<Spanned<AuthFile>>,
 }
@@ -76,15 +80,33 @@ enum AuthKind {
     Basic,
 }
 
-/// `[incremental]`: how a request asks for what changed since the cursor.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+/// `[incremental]` as written.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct IncrementalFile {
+    param: String,
+    #[serde(default)]
+    params: BTreeMap<String, String>,
+    #[serde(default)]
+    initial: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    lag: Option<Spanned<toml::Value>>,
+}
+
+/// `[incremental]`: how a request asks for what changed since the cursor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Incremental {
     /// The query parameter that carries the cursor.
     pub param: String,
     /// Extra query parameters of incremental requests (a sort order).
-    #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// The cursor of a read with nothing held (`initial`), as RFC 3339
+    /// text: without it such a read asks for everything.
+    pub initial: Option<String>,
+    /// How far before the cursor a request asks from (`lag`): a safety
+    /// window for records an API makes visible late. What is met again is
+    /// not written twice.
+    pub lag: Option<Duration>,
 }
 
 /// How requests prove who sends them; the secret read from the
@@ -140,8 +162,8 @@ pub struct Pipeline {
     pub records: Pointer,
     /// Where a record's id is.
     pub id: Pointer,
-    /// Where a record's update time is, if it has one.
-    pub updated_at: Option<Pointer>,
+    /// Where a record's update time is, if it has one, and its form.
+    pub updated_at: Option<UpdatedAt>,
     /// Query parameters of every request.
     pub params: BTreeMap<String, String>,
     /// Headers of every request.
@@ -260,6 +282,37 @@ impl Pipeline {
             })?;
             headers.insert(k.get_ref().clone(), v.get_ref().clone());
         }
+        let unit = match &file.updated_at_unit {
+            None => None,
+            Some(u) => Some(TimeUnit::parse(u.get_ref()).ok_or_else(|| {
+                at.key(
+                    u.span(),
+                    "updated_at_unit",
+                    "must be \"s\" (Unix seconds) or \"ms\" (milliseconds)",
+                )
+            })?),
+        };
+        let updated_at = match &file.updated_at {
+            Some(p) => Some(UpdatedAt {
+                pointer: in_record(p, "updated_at")?,
+                unit,
+            }),
+            None => match &file.updated_at_unit {
+                Some(u) => {
+                    return Err(at.key(
+                        u.span(),
+                        "updated_at_unit",
+                        "needs `updated_at`, the pointer to the time it is the unit of",
+                    ))
+                }
+                None => None,
+            },
+        };
+        let incremental = file
+            .incremental
+            .as_ref()
+            .map(|i| Incremental::check(i.get_ref(), unit, &at))
+            .transpose()?;
         let method = match &file.method {
             None => Method::Get,
             Some(m) => match m.get_ref().as_str() {
@@ -317,15 +370,11 @@ impl Pipeline {
             url,
             records: pointer(&file.records, "records")?,
             id: in_record(&file.id, "id")?,
-            updated_at: file
-                .updated_at
-                .as_ref()
-                .map(|u| in_record(u, "updated_at"))
-                .transpose()?,
+            updated_at,
             params: file.params,
             headers,
             paginate,
-            incremental: file.incremental,
+            incremental,
             auth,
             method,
             body,
@@ -367,6 +416,58 @@ fn is_identifier(name: &str) -> bool {
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && name.len() <= 48
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Incremental {
+    /// `initial` as RFC 3339 text (a string that is one, or a number of the
+    /// records' unit) and `lag` as a duration (`"1h"`, or seconds).
+    fn check(
+        i: &IncrementalFile,
+        unit: Option<TimeUnit>,
+        at: &Locator<'_>,
+    ) -> Result<Self, ConfigError> {
+        let initial = match &i.initial {
+            None => None,
+            Some(v) => Some(match v.get_ref() {
+                toml::Value::String(s) if humantime::parse_rfc3339(s).is_ok() => s.clone(),
+                toml::Value::Integer(n) => stamp::from_number(&(*n).into(), unit.unwrap_or_default())
+                    .map_err(|e| at.key(v.span(), "incremental.initial", &e))?,
+                _ => {
+                    return Err(at.key(
+                        v.span(),
+                        "incremental.initial",
+                        "must be an RFC 3339 UTC time (\"2026-01-01T00:00:00Z\") or a Unix time in the records' unit",
+                    ))
+                }
+            }),
+        };
+        let lag = match &i.lag {
+            None => None,
+            Some(v) => Some(match v.get_ref() {
+                toml::Value::String(s) => humantime::parse_duration(s).map_err(|e| {
+                    at.key(
+                        v.span(),
+                        "incremental.lag",
+                        &format!("is not a duration: {e}"),
+                    )
+                })?,
+                toml::Value::Integer(n) if *n >= 0 => Duration::from_secs(n.unsigned_abs()),
+                _ => {
+                    return Err(at.key(
+                        v.span(),
+                        "incremental.lag",
+                        "must be a duration (\"1h\", \"90s\") or a number of seconds",
+                    ))
+                }
+            }),
+        };
+        Ok(Incremental {
+            param: i.param.clone(),
+            params: i.params.clone(),
+            initial,
+            lag,
+        })
+    }
 }
 
 impl Auth {

@@ -25,11 +25,13 @@ mod config;
 mod paginate;
 mod pointer;
 mod record;
+mod stamp;
 
 pub use config::{Auth, ConfigError, Incremental, Method, ParamIn, Pipeline};
 pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
+pub use stamp::{TimeUnit, UpdatedAt};
 
 use bytes::Bytes;
 use etl_core::{retry, EtlError};
@@ -156,6 +158,31 @@ impl RestSource {
             url.set_query(None);
         }
         url
+    }
+
+    /// The held `cursor` (RFC 3339) as an incremental request sends it:
+    /// moved back by `[incremental] lag`, in the records' own form (a
+    /// number with `updated_at_unit`, else text).
+    fn cursor_sent(&self, cursor: &str) -> Result<String, EtlError> {
+        let not_a_time = |what: &str| {
+            EtlError::InvalidInput(format!(
+                "{}: the cursor {cursor:?} is not an RFC 3339 UTC time, so it cannot be {what}",
+                self.pipeline.name
+            ))
+        };
+        let lag = self.pipeline.incremental.as_ref().and_then(|i| i.lag);
+        let cursor = match lag {
+            Some(lag) => {
+                stamp::minus(cursor, lag).ok_or_else(|| not_a_time("moved back by `lag`"))?
+            }
+            None => cursor.to_owned(),
+        };
+        match &self.pipeline.updated_at {
+            Some(at) => at
+                .sent(&cursor)
+                .ok_or_else(|| not_a_time("sent as a Unix time")),
+            None => Ok(cursor),
+        }
     }
 
     /// The name of `query` auth's parameter, if that is the auth.
@@ -320,10 +347,18 @@ impl Source for RestSource {
     /// `[incremental].params` from the first page on.
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         crate::source::before_first_page(self.pages)?;
-        self.pipeline
+        let incremental = self
+            .pipeline
             .check_incremental()
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
-        let base = self.base(Some(cursor));
+        let sent = match cursor
+            .map(str::to_owned)
+            .or_else(|| incremental.initial.clone())
+        {
+            None => None,
+            Some(cursor) => Some(self.cursor_sent(&cursor)?),
+        };
+        let base = self.base(Some(sent.as_deref()));
         self.next = Some(self.paginator.first(&base));
         Ok(())
     }
@@ -332,14 +367,11 @@ impl Source for RestSource {
     /// pointer's path is parsed: a cursor scan of a big output reads each
     /// record once, building none of it.
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
-        let pointer = self.pipeline.updated_at.as_ref()?;
-        match Body::parse(std::str::from_utf8(stored).ok()?)
+        let at = self.pipeline.updated_at.as_ref()?;
+        let value = Body::parse(std::str::from_utf8(stored).ok()?)
             .ok()?
-            .value_at(pointer)
-            .ok()??
-        {
-            Value::String(stamp) => Some(Cow::Owned(stamp)),
-            _ => None,
-        }
+            .value_at(&at.pointer)
+            .ok()??;
+        at.read(&value).ok()?.map(Cow::Owned)
     }
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::canonical::Canonical;
 use super::pointer::Pointer;
+use super::stamp::{self, UpdatedAt};
 
 /// One record of a JSON API: a JSON object, with the id and update time
 /// its pipeline file points at.
@@ -50,9 +51,10 @@ impl PartialEq for JsonRecord {
 
 impl JsonRecord {
     /// Reads one array entry: a JSON object whose `id` pointer finds a
-    /// string or an integer, and whose `updated_at` pointer (if any) finds
-    /// a string or nothing. The error says what did not read.
-    pub fn read(entry: &str, id: &Pointer, updated_at: Option<&Pointer>) -> Result<Self, String> {
+    /// string or an integer, and whose `updated_at` (if any) finds an
+    /// RFC 3339 string, a number of Unix seconds (or milliseconds, as its
+    /// unit says) or nothing. The error says what did not read.
+    pub fn read(entry: &str, id: &Pointer, updated_at: Option<&UpdatedAt>) -> Result<Self, String> {
         let canonical = Canonical::of(entry).map_err(|e| e.to_string())?;
         if !canonical.is_object() {
             return Err("not a JSON object".into());
@@ -64,22 +66,18 @@ impl JsonRecord {
             Some(other) => {
                 return Err(format!(
                     "id {id}: expected a string or an integer, found {}",
-                    kind(&other)
+                    stamp::kind(&other)
                 ))
             }
             None => return Err(format!("id {id}: not found")),
         };
         let updated_at = match updated_at {
             None => None,
-            Some(p) => match found(p)? {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s),
-                Some(other) => {
-                    return Err(format!(
-                        "updated_at {p}: expected a string, found {}",
-                        kind(&other)
-                    ))
-                }
+            Some(at) => match found(&at.pointer)? {
+                None => None,
+                Some(value) => at
+                    .read(&value)
+                    .map_err(|e| format!("updated_at {}: {e}", at.pointer))?,
             },
         };
         let canonical = RawValue::from_string(canonical.text).map_err(|e| e.to_string())?;
@@ -129,7 +127,7 @@ impl Record for JsonRecord {
 pub(crate) fn read_entries(
     entries: &[&RawValue],
     id: &Pointer,
-    updated_at: Option<&Pointer>,
+    updated_at: Option<&UpdatedAt>,
     source: &str,
 ) -> (Vec<JsonRecord>, Vec<Reject>) {
     // Each entry parsed on every core: most of a page's work.
@@ -148,17 +146,6 @@ pub(crate) fn read_entries(
         }
     }
     (records, rejects)
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a non-integer number",
-        Value::String(_) => "an empty string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
@@ -187,7 +174,10 @@ mod tests {
     #[test]
     fn ids_and_update_times_read_or_say_why_not() {
         let id = Pointer::parse("/meta/id").unwrap();
-        let at = Pointer::parse("/t").unwrap();
+        let at = UpdatedAt {
+            pointer: Pointer::parse("/t").unwrap(),
+            unit: None,
+        };
         let ok = JsonRecord::read(
             r#"{"meta":{"id":18446744073709551615},"t":"2026-01-01T00:00:00Z"}"#,
             &id,
@@ -200,11 +190,26 @@ mod tests {
         );
         let no_time = JsonRecord::read(r#"{"meta":{"id":"x"},"t":null}"#, &id, Some(&at)).unwrap();
         assert_eq!(no_time.updated_at(), None);
+        // Slack's `updated`: Unix seconds, as UTC text; the record itself
+        // keeps the number.
+        let slack =
+            JsonRecord::read(r#"{"meta":{"id":"U1"},"t":1767225600}"#, &id, Some(&at)).unwrap();
+        assert_eq!(slack.updated_at().as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert!(slack.json().contains(r#""t":1767225600"#));
+        let ms = UpdatedAt {
+            unit: Some(stamp::TimeUnit::Millis),
+            ..at.clone()
+        };
+        let r =
+            JsonRecord::read(r#"{"meta":{"id":"x"},"t":1767225600000}"#, &id, Some(&ms)).unwrap();
+        assert_eq!(r.updated_at().as_deref(), Some("2026-01-01T00:00:00Z"));
         for (entry, says) in [
             (r#"{"meta":{}}"#, "/meta/id: not found"),
             (r#"{"meta":{"id":""}}"#, "an empty string"),
             (r#"{"meta":{"id":true}}"#, "a boolean"),
-            (r#"{"meta":{"id":"x"},"t":5}"#, "updated_at /t"),
+            (r#"{"meta":{"id":"x"},"t":true}"#, "updated_at /t: expected an RFC 3339 string or a number of Unix seconds, found a boolean"),
+            (r#"{"meta":{"id":1.5}}"#, "found a non-integer number"),
+            (r#"{"meta":{"id":[1]}}"#, "found an array"),
             ("\"text\"", "not a JSON object"),
             ("null", "not a JSON object"),
         ] {

@@ -179,6 +179,57 @@ fn a_post_takes_a_body_and_parameters_in_it_and_a_get_does_not() {
 }
 
 #[test]
+fn update_times_take_a_unit_and_incremental_an_initial_cursor_and_a_lag() {
+    let p = parse(
+        "updated_at = \"/ts\"\nupdated_at_unit = \"ms\"\n[incremental]\nparam = \"since\"\ninitial = 1767225600000\nlag = \"1h\"\n",
+    )
+    .unwrap();
+    let at = p.updated_at.as_ref().unwrap();
+    assert_eq!(at.unit, Some(TimeUnit::Millis));
+    let incremental = p.incremental.as_ref().unwrap();
+    assert_eq!(incremental.initial.as_deref(), Some("2026-01-01T00:00:00Z"));
+    assert_eq!(incremental.lag, Some(Duration::from_secs(3600)));
+    let p = parse(
+        "updated_at = \"/t\"\n[incremental]\nparam = \"since\"\ninitial = \"2026-01-01T00:00:00Z\"\nlag = 90\n",
+    )
+    .unwrap();
+    assert_eq!(p.updated_at.as_ref().unwrap().unit, None);
+    assert_eq!(
+        p.incremental.as_ref().unwrap().lag,
+        Some(Duration::from_secs(90))
+    );
+    for (extra, says) in [
+        (
+            "updated_at = \"/t\"\nupdated_at_unit = \"us\"\n",
+            "`updated_at_unit` must be",
+        ),
+        (
+            "updated_at_unit = \"s\"\n",
+            "`updated_at_unit` needs `updated_at`",
+        ),
+        (
+            "[incremental]\nparam = \"s\"\ninitial = \"yesterday\"\n",
+            "`incremental.initial` must be",
+        ),
+        (
+            "[incremental]\nparam = \"s\"\ninitial = -1\n",
+            "`incremental.initial` the Unix time -1",
+        ),
+        (
+            "[incremental]\nparam = \"s\"\nlag = \"an hour\"\n",
+            "`incremental.lag` is not a duration",
+        ),
+        (
+            "[incremental]\nparam = \"s\"\nlag = true\n",
+            "`incremental.lag` must be",
+        ),
+    ] {
+        let e = error(extra);
+        assert!(e.contains(says), "{extra}: {e}");
+    }
+}
+
+#[test]
 fn a_misspelt_key_or_style_is_named_with_its_line_and_a_guess() {
     let e = error("recods = \"/x\"\n");
     assert!(
