@@ -10,6 +10,8 @@ use std::path::Path;
 use toml::Spanned;
 use url::Url;
 
+use super::auth::{self, Auth};
+use super::keys;
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 use super::stamp::{self, TimeUnit, UpdatedAt};
@@ -52,32 +54,11 @@ struct File {
     #[serde(default)]
     body: Option<Spanned<toml::Table>>,
     #[serde(default)]
-    paginate: Option<Spanned<paginate::Table>>,
+    paginate: Option<Spanned<keys::Table>>,
     #[serde(default)]
     incremental: Option<Spanned<IncrementalFile>>,
     #[serde(default)]
-    auth: Option<Spanned<AuthFile>>,
-}
-
-/// `[auth]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AuthFile {
-    #[serde(rename = "type")]
-    kind: Spanned<AuthKind>,
-    env: Option<Spanned<String>>,
-    name: Option<Spanned<String>>,
-    username_env: Option<Spanned<String>>,
-    password_env: Option<Spanned<String>>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-enum AuthKind {
-    Bearer,
-    Header,
-    Query,
-    Basic,
+    auth: Option<Spanned<keys::Table>>,
 }
 
 /// `[incremental]` as written.
@@ -109,48 +90,6 @@ pub struct Incremental {
     pub lag: Option<Duration>,
 }
 
-/// How requests prove who sends them; the secret read from the
-/// environment when the file is loaded.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// `Authorization: Bearer <secret>`.
-    Bearer(String),
-    /// `<name>: <secret>`.
-    Header {
-        /// The header's name.
-        name: String,
-        /// Its value.
-        secret: String,
-    },
-    /// The query parameter `<name>=<secret>` on every request.
-    Query {
-        /// The parameter's name.
-        name: String,
-        /// Its value.
-        secret: String,
-    },
-    /// HTTP basic auth.
-    Basic {
-        /// The user name.
-        username: String,
-        /// The password.
-        password: String,
-    },
-}
-
-impl fmt::Debug for Auth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never the secret.
-        let kind = match self {
-            Auth::Bearer(_) => "bearer",
-            Auth::Header { .. } => "header",
-            Auth::Query { .. } => "query",
-            Auth::Basic { .. } => "basic",
-        };
-        write!(f, "Auth({kind}, secret redacted)")
-    }
-}
-
 /// A pipeline file, checked: what [`super::RestSource`] runs.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
@@ -173,8 +112,9 @@ pub struct Pipeline {
     pub paginate: Box<dyn Paginator>,
     /// How a request asks for changes, if it can.
     pub incremental: Option<Incremental>,
-    /// The credentials, if any.
-    pub auth: Option<Auth>,
+    /// The credentials, if any: the file's `[auth]` kind, or one of the
+    /// program's own.
+    pub auth: Option<Box<dyn Auth>>,
     /// The requests' method (`method`, default GET).
     pub method: Method,
     /// The JSON body of a POST (`[body]`; empty without it).
@@ -363,7 +303,7 @@ impl Pipeline {
         };
         let auth = match &file.auth {
             None => None,
-            Some(a) => Some(Auth::check(a.get_ref(), &at, &env)?),
+            Some(a) => Some(auth::from_table(a, &at, &env)?),
         };
         Ok(Pipeline {
             name: name.clone(),
@@ -466,94 +406,6 @@ impl Incremental {
             params: i.params.clone(),
             initial,
             lag,
-        })
-    }
-}
-
-impl Auth {
-    fn check(
-        a: &AuthFile,
-        at: &Locator<'_>,
-        env: &impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
-        let kind = *a.kind.get_ref();
-        let needs =
-            |s: &Option<Spanned<String>>, key: &str| -> Result<Spanned<String>, ConfigError> {
-                s.clone().ok_or_else(|| {
-                    at.key(
-                        a.kind.span(),
-                        &format!("auth.{key}"),
-                        "is required by this auth type",
-                    )
-                })
-            };
-        // A secret: the variable must be set (and not empty).
-        let secret = |s: &Option<Spanned<String>>, key: &str| -> Result<String, ConfigError> {
-            let var = needs(s, key)?;
-            env(var.get_ref()).filter(|v| !v.is_empty()).ok_or_else(|| {
-                at.key(
-                    var.span(),
-                    &format!("auth.{key}"),
-                    &format!("the environment variable {} is not set", var.get_ref()),
-                )
-            })
-        };
-        let extra = |s: &Option<Spanned<String>>, key: &str| match s {
-            Some(s) => Err(at.key(
-                s.span(),
-                &format!("auth.{key}"),
-                "is not a key of this auth type",
-            )),
-            None => Ok(()),
-        };
-        let name = |default_check: bool| -> Result<String, ConfigError> {
-            let name = needs(&a.name, "name")?;
-            if default_check
-                && reqwest::header::HeaderName::from_bytes(name.get_ref().as_bytes()).is_err()
-            {
-                return Err(at.key(name.span(), "auth.name", "is not a valid header name"));
-            }
-            Ok(name.get_ref().clone())
-        };
-        Ok(match kind {
-            AuthKind::Bearer => {
-                extra(&a.name, "name")?;
-                extra(&a.username_env, "username_env")?;
-                extra(&a.password_env, "password_env")?;
-                let token = secret(&a.env, "env")?;
-                if reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
-                    return Err(at.key(
-                        a.kind.span(),
-                        "auth.env",
-                        "the token holds a character a header cannot carry",
-                    ));
-                }
-                Auth::Bearer(token)
-            }
-            AuthKind::Header => {
-                extra(&a.username_env, "username_env")?;
-                extra(&a.password_env, "password_env")?;
-                Auth::Header {
-                    name: name(true)?,
-                    secret: secret(&a.env, "env")?,
-                }
-            }
-            AuthKind::Query => {
-                extra(&a.username_env, "username_env")?;
-                extra(&a.password_env, "password_env")?;
-                Auth::Query {
-                    name: name(false)?,
-                    secret: secret(&a.env, "env")?,
-                }
-            }
-            AuthKind::Basic => {
-                extra(&a.env, "env")?;
-                extra(&a.name, "name")?;
-                Auth::Basic {
-                    username: secret(&a.username_env, "username_env")?,
-                    password: secret(&a.password_env, "password_env")?,
-                }
-            }
         })
     }
 }

@@ -20,14 +20,17 @@
 //! # }
 //! ```
 
+mod auth;
 mod canonical;
 mod config;
+mod keys;
 mod paginate;
 mod pointer;
 mod record;
 mod stamp;
 
-pub use config::{Auth, ConfigError, Incremental, Method, ParamIn, Pipeline};
+pub use auth::Auth;
+pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline};
 pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
@@ -35,7 +38,7 @@ pub use stamp::{TimeUnit, UpdatedAt};
 
 use bytes::Bytes;
 use etl_core::{retry, EtlError};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -185,12 +188,9 @@ impl RestSource {
         }
     }
 
-    /// The name of `query` auth's parameter, if that is the auth.
+    /// The query parameter that holds the auth's secret, if it has one.
     fn secret_param(&self) -> Option<&str> {
-        match &self.pipeline.auth {
-            Some(Auth::Query { name, .. }) => Some(name),
-            _ => None,
-        }
+        self.pipeline.auth.as_ref()?.secret_param()
     }
 
     /// One page's body and headers: the whole request and status check is
@@ -202,12 +202,8 @@ impl RestSource {
         body: Option<&[u8]>,
     ) -> Result<(Bytes, HeaderMap), EtlError> {
         let target = match &self.pipeline.auth {
-            Some(Auth::Query { name, secret }) => {
-                let mut with_secret = url.clone();
-                with_secret.query_pairs_mut().append_pair(name, secret);
-                with_secret
-            }
-            _ => url.clone(),
+            Some(auth) => auth.url(url),
+            None => url.clone(),
         };
         let mut request = match body {
             Some(body) => self
@@ -217,16 +213,16 @@ impl RestSource {
                 .body(body.to_vec()),
             None => self.client.get(target),
         };
-        if let Some(Auth::Basic { username, password }) = &self.pipeline.auth {
-            request = request.basic_auth(username, Some(password));
+        if let Some(auth) = &self.pipeline.auth {
+            request = auth.request(request);
         }
         let (headers, body) = wire::get(request, url, self.max_retry_after, &self.throttle).await?;
         Ok((body, headers))
     }
 }
 
-/// The headers of every request: `[headers]`, and the credential of
-/// `bearer` or `header` auth, marked sensitive (never shown in a `Debug`).
+/// The headers of every request: `[headers]`, and the auth's own (marked
+/// sensitive: never shown in a `Debug`).
 fn headers(pipeline: &Pipeline) -> Result<HeaderMap, EtlError> {
     let mut headers = HeaderMap::new();
     for (name, value) in &pipeline.headers {
@@ -236,27 +232,10 @@ fn headers(pipeline: &Pipeline) -> Result<HeaderMap, EtlError> {
             .map_err(|e| EtlError::InvalidInput(format!("header {name}: {e}")))?;
         headers.insert(name, value);
     }
-    let secret = |name: &str, value: String| -> Result<(HeaderName, HeaderValue), EtlError> {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| EtlError::InvalidInput(format!("auth header name {name:?}")))?;
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
-            EtlError::InvalidInput(format!(
-                "auth header {name}: a character a header cannot carry"
-            ))
-        })?;
-        value.set_sensitive(true);
-        Ok((name, value))
-    };
-    match &pipeline.auth {
-        Some(Auth::Bearer(token)) => {
-            let (name, value) = secret(AUTHORIZATION.as_str(), format!("Bearer {token}"))?;
+    if let Some(auth) = &pipeline.auth {
+        for (name, value) in auth.headers() {
             headers.insert(name, value);
         }
-        Some(Auth::Header { name, secret: s }) => {
-            let (name, value) = secret(name, s.clone())?;
-            headers.insert(name, value);
-        }
-        Some(Auth::Query { .. } | Auth::Basic { .. }) | None => {}
     }
     Ok(headers)
 }

@@ -1,4 +1,5 @@
 use super::*;
+use reqwest::header::HeaderMap;
 
 const BASE: &str = r#"name = "items"
 url = "http://127.0.0.1:8080/items"
@@ -46,13 +47,37 @@ env = "ITEMS_TOKEN"
         "{}",
         shown(&p)
     );
-    assert_eq!(p.auth, Some(Auth::Bearer("t0k".into())));
+    assert_eq!(
+        sent(&p),
+        (
+            "http://127.0.0.1:8080/items".to_string(),
+            vec![("authorization".to_string(), "Bearer t0k".to_string())]
+        )
+    );
     assert_eq!(p.incremental.as_ref().unwrap().params["sort"], "updated_at");
     assert!(p.check_incremental().is_ok());
     assert!(
         !format!("{p:?}").contains("t0k"),
         "Debug never shows a secret"
     );
+}
+
+/// What a request of `p` sends of its auth: the URL and the headers
+/// (secrets included: the test checks they reach the request).
+fn sent(p: &Pipeline) -> (String, Vec<(String, String)>) {
+    let client = crate::wire::client(&p.url.origin(), HeaderMap::new(), None).unwrap();
+    let auth = p.auth.as_ref().unwrap();
+    let mut request = auth.request(client.get(auth.url(&p.url)));
+    for (name, value) in auth.headers() {
+        request = request.header(name, value);
+    }
+    let request = request.build().unwrap();
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    (request.url().to_string(), headers)
 }
 
 /// The paginator a file describes, as its `Debug` shows its settings.
@@ -243,7 +268,7 @@ fn a_misspelt_key_or_style_is_named_with_its_line_and_a_guess() {
         e.contains("line 6") && e.contains("did you mean `next_url`?"),
         "{e}"
     );
-    let e = error("[auth]\ntype = \"bearer\"\nenv = \"T\"\nnaem = \"x\"\n");
+    let e = error("[auth]\ntype = \"header\"\nenv = \"T\"\nnaem = \"x\"\n");
     assert!(e.contains("did you mean `name`?"), "{e}");
     // Nothing close: no guess.
     let e = error("zzzzzz = 1\n");
@@ -351,12 +376,13 @@ fn secrets_come_from_the_environment_and_a_missing_one_is_named() {
         env,
     )
     .unwrap();
+    // base64("U-value:P-value")
     assert_eq!(
-        p.auth,
-        Some(Auth::Basic {
-            username: "U-value".into(),
-            password: "P-value".into()
-        })
+        sent(&p).1,
+        [(
+            "authorization".to_string(),
+            "Basic VS12YWx1ZTpQLXZhbHVl".to_string()
+        )]
     );
     let p = parse_with(
         "[auth]\ntype = \"query\"\nname = \"api_key\"\nenv = \"K\"\n",
@@ -364,23 +390,25 @@ fn secrets_come_from_the_environment_and_a_missing_one_is_named() {
     )
     .unwrap();
     assert_eq!(
-        p.auth,
-        Some(Auth::Query {
-            name: "api_key".into(),
-            secret: "K-value".into()
-        })
+        sent(&p),
+        (
+            "http://127.0.0.1:8080/items?api_key=K-value".to_string(),
+            vec![]
+        )
     );
+    assert_eq!(p.auth.as_ref().unwrap().secret_param(), Some("api_key"));
     let p = parse_with(
         "[auth]\ntype = \"header\"\nname = \"X-Api-Key\"\nenv = \"K\"\n",
         env,
     )
     .unwrap();
     assert_eq!(
-        p.auth,
-        Some(Auth::Header {
-            name: "X-Api-Key".into(),
-            secret: "K-value".into()
-        })
+        sent(&p).1,
+        [("x-api-key".to_string(), "K-value".to_string())]
+    );
+    assert!(
+        !format!("{p:?}").contains("K-value"),
+        "Debug never shows a secret"
     );
     let e = parse_with("[auth]\ntype = \"header\"\nenv = \"K\"\n", env)
         .unwrap_err()
@@ -393,7 +421,7 @@ fn secrets_come_from_the_environment_and_a_missing_one_is_named() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("`auth.username_env` is not a key of this auth type"),
+        e.contains("`auth.username_env` is not a key of auth type bearer"),
         "{e}"
     );
 }

@@ -6,9 +6,9 @@ use etl_core::EtlError;
 use serde_json::Value;
 use url::Url;
 
-use super::keys::Keys;
 use super::{cursor_at, cursor_of, more_at, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
+use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
 
 /// Where a page's next cursor is.

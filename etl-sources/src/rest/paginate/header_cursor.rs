@@ -4,9 +4,9 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::keys::Keys;
 use super::{Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
+use crate::rest::keys::Keys;
 
 /// The first request as written, then `?<cursor_param>=<the header's
 /// value>`; the header absent or empty ends the read. A cursor met before

@@ -4,9 +4,9 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::keys::Keys;
 use super::{Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
+use crate::rest::keys::Keys;
 
 /// The target of the `Link` header's `rel="next"` link, resolved against
 /// the page; no such link ends the read. A URL met before is a loop.

@@ -7,14 +7,12 @@
 
 mod cursor;
 mod header_cursor;
-mod keys;
 mod link_header;
 mod next_url;
 mod offset;
 mod page_number;
 mod single;
 
-pub(crate) use keys::Table;
 pub(crate) use single::Single;
 
 use etl_core::EtlError;
@@ -28,8 +26,8 @@ use toml::Spanned;
 use url::Url;
 
 use super::config::{ConfigError, Locator};
+use super::keys::{self, Keys, Table};
 use super::pointer::{Body, Pointer};
-use keys::Keys;
 
 /// One pagination style: the first request of a read, then each next one
 /// from the page before.
@@ -227,37 +225,14 @@ pub(crate) fn from_table(
     table: &Spanned<Table>,
     at: &Locator<'_>,
 ) -> Result<Pagination, ConfigError> {
-    let style = table
-        .get_ref()
-        .iter()
-        .find(|(k, _)| k.get_ref() == "style")
-        .map(|(_, v)| v);
-    let Some(style) = style else {
-        return Err(at.key(table.span(), "paginate.style", "is required"));
-    };
-    let Some(name) = style.get_ref().as_str() else {
-        return Err(at.key(style.span(), "paginate.style", "must be a string"));
-    };
-    let Some((name, make)) = STYLES.iter().find(|(known, _)| *known == name) else {
-        let mut what = format!(
-            "{name:?} is not a style: one of {}",
-            STYLES
-                .iter()
-                .map(|(s, _)| format!("`{s}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let guess = STYLES
-            .iter()
-            .map(|(known, _)| (strsim::jaro_winkler(name, known), known))
-            .filter(|(score, _)| *score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((_, known)) = guess {
-            what.push_str(&format!("; did you mean `{known}`?"));
-        }
-        return Err(at.key(style.span(), "paginate.style", &what));
-    };
-    let mut keys = Keys::new(table.get_ref(), at, (name, style.span()));
+    let ((name, make), span) = keys::pick(table, at, "paginate", "style", STYLES)?;
+    let mut keys = Keys::new(
+        table.get_ref(),
+        at,
+        "paginate",
+        "style",
+        ("style", name, span),
+    );
     let param_in = keys.text("param_in")?;
     // A misspelt key is the likelier fault than a missing one.
     let paginator = make(&mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;

@@ -3,9 +3,9 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::keys::Keys;
 use super::{cursor_at, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
+use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
 
 /// The URL at `next` (absolute, or relative to the page); null, `""` or

@@ -3,9 +3,9 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::keys::Keys;
 use super::{more_at, number_at, Page, Paginator, Repeats, Request};
 use crate::rest::config::ConfigError;
+use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
 
 /// `?page=<start>`, then one more each page. The read ends where
