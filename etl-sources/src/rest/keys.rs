@@ -16,7 +16,7 @@ pub(crate) type Table = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 /// Finds the type a table names by its `selector` key (`style`, `type`)
 /// among `known`: a missing or unknown one is an error naming the key, the
 /// known names and the closest of them.
-pub(crate) fn pick<'k, T>(
+fn pick<'k, T>(
     table: &Spanned<Table>,
     at: &Locator<'_>,
     section: &str,
@@ -51,6 +51,24 @@ pub(crate) fn pick<'k, T>(
         what.push_str(&format!("; did you mean `{guess}`?"));
     }
     Err(at.key(value.span(), &key, &what))
+}
+
+/// Reads a table whose `selector` key names one of `known` types: finds
+/// the type, has `make` take its keys, then fails on any key left over. A
+/// misspelt key is reported in place of the "required" error it caused.
+/// `word` names the selector in messages (`style`, `auth type`).
+pub(crate) fn read<M, T>(
+    table: &Spanned<Table>,
+    at: &Locator<'_>,
+    (section, selector, word): (&'static str, &str, &'static str),
+    known: &[(&'static str, M)],
+    make: impl FnOnce(&M, &mut Keys<'_>) -> Result<T, ConfigError>,
+) -> Result<T, ConfigError> {
+    let ((name, of), span) = pick(table, at, section, selector, known)?;
+    let mut keys = Keys::new(table.get_ref(), at, section, selector, (word, name, span));
+    let made = make(of, &mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;
+    keys.finish()?;
+    Ok(made)
 }
 
 /// The name of `names` closest to `given`, if one is close.

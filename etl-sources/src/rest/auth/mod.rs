@@ -79,17 +79,13 @@ pub(crate) fn from_table(
     at: &Locator<'_>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Auth>, ConfigError> {
-    let ((name, make), span) = keys::pick(table, at, "auth", "type", KINDS)?;
-    let mut keys = Keys::new(
-        table.get_ref(),
+    keys::read(
+        table,
         at,
-        "auth",
-        "type",
-        ("auth type", name, span),
-    );
-    let auth = make(&mut keys, env).map_err(|e| keys.misspelling().unwrap_or(e))?;
-    keys.finish()?;
-    Ok(auth)
+        ("auth", "type", "auth type"),
+        KINDS,
+        |make, keys| make(keys, env),
+    )
 }
 
 /// `value`, the secret read from the variable `var`, as a header value

@@ -6,7 +6,7 @@ use etl_core::EtlError;
 use serde_json::Value;
 use url::Url;
 
-use super::{cursor_at, cursor_of, more_at, Met, Page, Paginator, Request};
+use super::{cursor_at, cursor_of, more_at, CursorChain, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
@@ -26,10 +26,8 @@ enum From {
 #[derive(Clone, Debug)]
 pub(crate) struct Cursor {
     from: From,
-    cursor_param: String,
     has_more: Option<Pointer>,
-    base: Option<Url>,
-    met: Met,
+    chain: CursorChain,
 }
 
 impl Cursor {
@@ -60,10 +58,8 @@ impl Cursor {
         };
         Ok(Box::new(Cursor {
             from,
-            cursor_param: keys.text_or("cursor_param", "cursor")?,
+            chain: CursorChain::new(keys.text_or("cursor_param", "cursor")?),
             has_more: keys.pointer("has_more")?,
-            base: None,
-            met: Met::default(),
         }))
     }
 
@@ -98,9 +94,7 @@ impl Cursor {
 
 impl Paginator for Cursor {
     fn first(&mut self, base: &Url) -> Request {
-        self.base = Some(base.clone());
-        self.met.clear();
-        Request::to(base.clone())
+        self.chain.first(base)
     }
 
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
@@ -113,12 +107,7 @@ impl Paginator for Cursor {
         let what = match &self.from {
             From::Body(p) | From::LastRecord(p) => p.to_string(),
         };
-        self.met.cursor(&value, &what, page)?;
-        let base = self.base.clone().unwrap_or_else(|| page.url.clone());
-        Ok(Some(Request::with(
-            &base,
-            vec![(self.cursor_param.clone(), value)],
-        )))
+        self.chain.follow(value, &what, page)
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {
@@ -135,10 +124,8 @@ mod tests {
     fn stripe() -> Cursor {
         Cursor {
             from: From::LastRecord(Pointer::parse("/id").unwrap()),
-            cursor_param: "starting_after".into(),
             has_more: Some(Pointer::parse("/has_more").unwrap()),
-            base: None,
-            met: Met::default(),
+            chain: CursorChain::new("starting_after".into()),
         }
     }
 

@@ -4,7 +4,7 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::{Met, Page, Paginator, Request};
+use super::{CursorChain, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::keys::Keys;
 
@@ -14,9 +14,7 @@ use crate::rest::keys::Keys;
 #[derive(Clone, Debug)]
 pub(crate) struct HeaderCursor {
     header: String,
-    cursor_param: String,
-    base: Option<Url>,
-    met: Met,
+    chain: CursorChain,
 }
 
 impl HeaderCursor {
@@ -30,31 +28,22 @@ impl HeaderCursor {
         }
         Ok(Box::new(HeaderCursor {
             header: header.into_inner(),
-            cursor_param: keys.text_or("cursor_param", "cursor")?,
-            base: None,
-            met: Met::default(),
+            chain: CursorChain::new(keys.text_or("cursor_param", "cursor")?),
         }))
     }
 }
 
 impl Paginator for HeaderCursor {
     fn first(&mut self, base: &Url) -> Request {
-        self.base = Some(base.clone());
-        self.met.clear();
-        Request::to(base.clone())
+        self.chain.first(base)
     }
 
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
         let Some(value) = page.header(&self.header).filter(|v| !v.trim().is_empty()) else {
             return Ok(None);
         };
-        let value = serde_json::Value::String(value);
-        self.met.cursor(&value, &self.header, page)?;
-        let base = self.base.clone().unwrap_or_else(|| page.url.clone());
-        Ok(Some(Request::with(
-            &base,
-            vec![(self.cursor_param.clone(), value)],
-        )))
+        self.chain
+            .follow(serde_json::Value::String(value), &self.header, page)
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {
@@ -72,9 +61,7 @@ mod tests {
     fn the_header_carries_the_cursor_and_its_absence_ends_the_read() {
         let mut pager = HeaderCursor {
             header: "X-Next-Cursor".into(),
-            cursor_param: "cursor".into(),
-            base: None,
-            met: Met::default(),
+            chain: CursorChain::new("cursor".into()),
         };
         let base = Url::parse("http://x/items?per_page=2").unwrap();
         assert_eq!(pager.first(&base).in_query(), base);

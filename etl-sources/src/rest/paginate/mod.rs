@@ -225,19 +225,16 @@ pub(crate) fn from_table(
     table: &Spanned<Table>,
     at: &Locator<'_>,
 ) -> Result<Pagination, ConfigError> {
-    let ((name, make), span) = keys::pick(table, at, "paginate", "style", STYLES)?;
-    let mut keys = Keys::new(
-        table.get_ref(),
+    keys::read(
+        table,
         at,
-        "paginate",
-        "style",
-        ("style", name, span),
-    );
-    let param_in = keys.text("param_in")?;
-    // A misspelt key is the likelier fault than a missing one.
-    let paginator = make(&mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;
-    keys.finish()?;
-    Ok((paginator, param_in))
+        ("paginate", "style", "style"),
+        STYLES,
+        |make, keys| {
+            let param_in = keys.text("param_in")?;
+            Ok((make(keys)?, param_in))
+        },
+    )
 }
 
 /// The URLs or cursors a read met: one met again is a loop.
@@ -272,6 +269,49 @@ impl Met {
                 page.url
             )))
         }
+    }
+}
+
+/// A chain of requests that each send the cursor the page before gave, as
+/// `cursor_param`, on the read's first URL: what `cursor` and
+/// `header_cursor` share.
+#[derive(Clone, Debug)]
+pub(crate) struct CursorChain {
+    cursor_param: String,
+    base: Option<Url>,
+    met: Met,
+}
+
+impl CursorChain {
+    pub fn new(cursor_param: String) -> Self {
+        CursorChain {
+            cursor_param,
+            base: None,
+            met: Met::default(),
+        }
+    }
+
+    /// The first request: `base` as it is; a read starts.
+    pub fn first(&mut self, base: &Url) -> Request {
+        self.base = Some(base.clone());
+        self.met.clear();
+        Request::to(base.clone())
+    }
+
+    /// The request sending `cursor` (found by `what` on `page`), unless it
+    /// was met before: a loop.
+    pub fn follow(
+        &mut self,
+        cursor: Value,
+        what: &str,
+        page: &Page<'_>,
+    ) -> Result<Option<Request>, EtlError> {
+        self.met.cursor(&cursor, what, page)?;
+        let base = self.base.clone().unwrap_or_else(|| page.url.clone());
+        Ok(Some(Request::with(
+            &base,
+            vec![(self.cursor_param.clone(), cursor)],
+        )))
     }
 }
 
