@@ -219,6 +219,113 @@ async fn unix_times_are_read_and_sent_back_as_numbers_from_initial_and_less_the_
     );
 }
 
+/// Two resources of one file, on one server: each into its own file of
+/// `--out DIR`, one summary line each in file order, `--resource` runs one,
+/// and `--pg-table` (one output's name) is refused before any request.
+#[tokio::test]
+async fn many_resources_load_each_into_its_own_output_and_one_is_chosen_by_name() {
+    let server = wiremock::MockServer::start().await;
+    let (items_api, tags_api) = (
+        Api::new(Style::NextUrl, items(6)),
+        Api::new(Style::Offset, items(3)),
+    );
+    for (path, api) in [("/v1/items", &items_api), ("/v1/tags", &tags_api)] {
+        wiremock::Mock::given(wiremock::matchers::path(path))
+            .respond_with(api.clone())
+            .mount(&server)
+            .await;
+    }
+    let file = format!(
+        "name = \"shop\"\nurl = \"{}/v1/\"\nrecords = \"/data\"\nid = \"/id\"\n\
+         [paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n\
+         [[resource]]\nname = \"items\"\npath = \"items\"\n\
+         [[resource]]\nname = \"tags\"\npath = \"tags\"\n\
+         [resource.paginate]\nstyle = \"offset\"\nlimit = 4\ntotal = \"/count\"\n",
+        server.uri()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shop.toml");
+    std::fs::write(&path, &file).unwrap();
+    let etl = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+        command
+            .arg("run")
+            .arg(&path)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    };
+    let out = dir.path().join("lake");
+    let out = out.to_str().unwrap();
+
+    let first = etl(&["--out", out]).output().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout).to_string();
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("done: ")).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].starts_with("done: items: ") && lines[0].contains("6 new rows"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("done: tags: ") && lines[1].contains("3 new rows"),
+        "{stdout}"
+    );
+    let (items_written, ids) = records(&dir.path().join("lake/items.jsonl"));
+    assert_eq!(items_written.len(), 6);
+    assert!(ids.values().all(|&n| n == 1));
+    assert_eq!(records(&dir.path().join("lake/tags.jsonl")).0.len(), 3);
+
+    // One resource by name: only its requests, and nothing written twice.
+    let (items_before, tags_before) = (items_api.requests(), tags_api.requests());
+    let again = etl(&["--out", out, "--resource", "tags"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("done: tags: "),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(items_api.requests(), items_before, "items not read");
+    assert!(tags_api.requests() > tags_before);
+    assert_eq!(records(&dir.path().join("lake/tags.jsonl")).0.len(), 3);
+
+    for (args, says) in [
+        (
+            vec!["--out", out, "--pg-table", "t"],
+            "--pg-table names one output",
+        ),
+        (
+            vec!["--out", out, "--rejects", "r.jsonl"],
+            "--rejects names one output",
+        ),
+        (vec!["--resource", "nope"], "--resource nope"),
+    ] {
+        let before = items_api.requests() + tags_api.requests();
+        let refused = etl(&args).output().await.unwrap();
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&refused)
+        );
+        assert!(
+            text(&refused).contains(says),
+            "{args:?}: {}",
+            text(&refused)
+        );
+        assert_eq!(
+            items_api.requests() + tags_api.requests(),
+            before,
+            "nothing requested"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_429_and_a_503_are_waited_out_and_bearer_auth_stays_secret() {
     let mut api = Api::new(Style::NextUrl, items(6));

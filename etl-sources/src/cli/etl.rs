@@ -7,8 +7,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
 
 use super::{report_error, Job, LogFormat, RunFlags, EXIT_USAGE};
+use crate::pipeline::output;
 use crate::replay::{Replay, ReplayServer};
-use crate::rest::{Pipeline, RestSource};
+use crate::rest::{ConfigError, Pipeline, RestSource};
 use crate::SourceOptions;
 
 /// Load any JSON API into a JSONL file (or a PostgreSQL table), each
@@ -41,6 +42,10 @@ pub struct RunArgs {
     /// The pipeline file (TOML): the API's URL, where its records are, how
     /// it pages and authenticates.
     pub pipeline: PathBuf,
+    /// Run only this resource of the file (again for more) [default: every
+    /// resource].
+    #[arg(long = "resource", value_name = "NAME")]
+    pub resources: Vec<String>,
     /// Everything else.
     #[command(flatten)]
     pub flags: Flags,
@@ -52,7 +57,9 @@ pub struct Flags {
     /// Output: a JSONL file, a PostgreSQL URL (postgres://user@host/db) to
     /// load into a table, or delta:PATH (a Delta table: a directory or
     /// s3://BUCKET/PATH; builds with the feature `delta`) [default:
-    /// NAME.jsonl, NAME from the file].
+    /// NAME.jsonl, NAME from the file]. With many resources: a directory
+    /// of NAME.jsonl files [default: .], a table NAME each, or a Delta
+    /// table PATH/NAME each.
     #[arg(long)]
     pub out: Option<String>,
 
@@ -115,13 +122,29 @@ next = "/next"
 /// metrics file are exit 2 before any request.
 pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     let flags = args.flags();
-    let (pipeline, server) = match &args.command {
-        Command::Run(run) => (Pipeline::load(&run.pipeline), None),
+    let usage = |message: &str| {
+        report_error(flags.run.log_format, EXIT_USAGE, message);
+        EXIT_USAGE
+    };
+    // Whether the file holds many resources decides the outputs' layout,
+    // whichever of them `--resource` runs.
+    let mut many = false;
+    let (pipelines, server) = match &args.command {
+        Command::Run(run) => (
+            Pipeline::load_all(&run.pipeline).and_then(|all| {
+                many = all.len() > 1;
+                selected(all, &run.resources, &run.pipeline)
+            }),
+            None,
+        ),
         Command::Demo(_) => match ReplayServer::start(Replay::bundled()).await {
             Ok(server) => {
                 let text = DEMO_PIPELINE.replace("REPLAY_URL", server.url().as_str());
                 println!("{text}");
-                (Pipeline::parse(&text, "demo.toml", |_| None), Some(server))
+                (
+                    Pipeline::parse_all(&text, "demo.toml", |_| None),
+                    Some(server),
+                )
             }
             Err(e) => {
                 report_error(
@@ -133,36 +156,94 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
             }
         },
     };
-    let pipeline = match pipeline.and_then(|p| {
+    let pipelines = match pipelines.and_then(|all| {
         if flags.incremental {
-            p.check_incremental()?;
+            for p in &all {
+                p.check_incremental()?;
+            }
         }
-        Ok(p)
+        Ok(all)
     }) {
-        Ok(pipeline) => pipeline,
-        Err(e) => {
-            report_error(flags.run.log_format, EXIT_USAGE, &e.to_string());
-            return EXIT_USAGE;
+        Ok(pipelines) => pipelines,
+        Err(e) => return usage(&e.to_string()),
+    };
+    if many {
+        for (given, flag) in [
+            (flags.pg_table.is_some(), "--pg-table"),
+            (flags.rejects.is_some(), "--rejects"),
+        ] {
+            if given {
+                return usage(&format!(
+                    "{flag} names one output, and this file holds many resources: each resource's is its own (--out holds them)"
+                ));
+            }
         }
-    };
-    let job = Job {
-        out: (flags.out.clone()).unwrap_or_else(|| format!("{}.jsonl", pipeline.name)),
-        pg_table: (flags.pg_table.clone()).unwrap_or_else(|| pipeline.name.clone()),
-        rejects: flags.rejects.clone(),
-        incremental: flags.incremental,
-        max_pages: flags.run.max_pages,
-        metrics_file: flags.run.metrics_file.clone(),
-        log_format: flags.run.log_format,
-        noun: "records",
-    };
+    }
+    let place = flags.out.clone().unwrap_or_else(|| ".".to_owned());
+    if many && !place.contains("://") && !place.starts_with("delta:") {
+        if let Err(e) = std::fs::create_dir_all(&place) {
+            return usage(&format!(
+                "--out {place}: cannot be made a directory ({e}); nothing was requested"
+            ));
+        }
+    }
     let options = SourceOptions {
         timeout: flags.run.timeout(),
         max_retry_after: flags.run.max_retry_after,
         ..SourceOptions::default()
     };
-    let source = async move {
-        let source = RestSource::new(pipeline, options).map_err(|e| e.to_string())?;
-        Ok((source, server))
-    };
-    job.execute(metrics, source).await
+    // Each resource in file order, one summary line each; a failed one
+    // ends the run (the rows of every page loaded before stay written).
+    let mut code = super::EXIT_OK;
+    for pipeline in pipelines {
+        let name = pipeline.name.clone();
+        let job = Job {
+            out: match (&flags.out, many) {
+                (_, true) => output::for_resource(&place, &name),
+                (Some(out), false) => out.clone(),
+                (None, false) => format!("{name}.jsonl"),
+            },
+            pg_table: (flags.pg_table.clone()).unwrap_or_else(|| name.clone()),
+            rejects: flags.rejects.clone(),
+            incremental: flags.incremental,
+            max_pages: flags.run.max_pages,
+            metrics_file: flags.run.metrics_file.clone(),
+            log_format: flags.run.log_format,
+            noun: "records",
+            resource: many.then_some(name),
+        };
+        let options = options.clone();
+        let source = async move {
+            let source = RestSource::new(pipeline, options).map_err(|e| e.to_string())?;
+            Ok((source, ()))
+        };
+        match job.execute(metrics, source).await {
+            super::EXIT_OK => {}
+            super::EXIT_REJECTED => code = super::EXIT_REJECTED,
+            failed => return failed,
+        }
+    }
+    drop(server);
+    code
+}
+
+/// The resources `wanted` names, in file order (every one when it names
+/// none); a name the file lacks is an error naming the file's.
+fn selected(
+    all: Vec<Pipeline>,
+    wanted: &[String],
+    file: &std::path::Path,
+) -> Result<Vec<Pipeline>, ConfigError> {
+    if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|p| &p.name == *w)) {
+        let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+        return Err(ConfigError::new(format!(
+            "--resource {unknown}: {} has no such resource (it has {})",
+            file.display(),
+            names.join(", ")
+        )));
+    }
+    Ok(all
+        .into_iter()
+        .filter(|p| wanted.is_empty() || wanted.contains(&p.name))
+        .collect())
 }

@@ -91,6 +91,7 @@ pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
         metrics_file: args.run.metrics_file.clone(),
         log_format: args.run.log_format,
         noun: "launches",
+        resource: None,
     };
     job.execute(metrics, source(args)).await
 }

@@ -138,6 +138,8 @@ pub(crate) struct Job {
     pub log_format: LogFormat,
     /// What the summary calls the rows read ("launches", "records").
     pub noun: &'static str,
+    /// The resource the summary line names, when a file holds many.
+    pub resource: Option<String>,
 }
 
 impl Job {
@@ -267,13 +269,18 @@ impl Job {
             (true, Some(cursor)) => format!("; incremental since {cursor}"),
             (true, None) => "; incremental from the start".to_string(),
         };
+        let resource = self
+            .resource
+            .as_ref()
+            .map_or(String::new(), |name| format!("{name}: "));
         println!(
-            "done: {} pages, {} {} read, {} new rows written to {}{in_all}{rejected}{incremental}",
+            "done: {resource}{} pages, {} {} read, {} new rows written to {}{in_all}{rejected}{incremental}",
             summary.pages, summary.rows, self.noun, summary.new_rows, place.rows
         );
         if self.log_format == LogFormat::Json {
             let exit_code = completed(summary);
             tracing::info!(
+                resource = self.resource.as_deref(),
                 pages = summary.pages,
                 read = summary.rows,
                 new = summary.new_rows,

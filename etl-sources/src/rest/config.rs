@@ -33,14 +33,30 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The file as written (see the "Any JSON API" chapter of the docs).
-#[derive(Debug, Deserialize)]
+impl ConfigError {
+    /// An error about a pipeline file with this message (a program's own
+    /// check of a file, say).
+    pub fn new(message: String) -> Self {
+        ConfigError(message)
+    }
+}
+
+/// The file as written (see the "Any JSON API" chapter of the docs): the
+/// top level, and each `[[resource]]` entry, which takes the top level's
+/// keys as its defaults.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     name: Spanned<String>,
-    url: Spanned<String>,
-    records: Spanned<String>,
-    id: Spanned<String>,
+    #[serde(default)]
+    url: Option<Spanned<String>>,
+    /// A resource's URL, resolved against the top level's `url`.
+    #[serde(default)]
+    path: Option<Spanned<String>>,
+    #[serde(default)]
+    records: Option<Spanned<String>>,
+    #[serde(default)]
+    id: Option<Spanned<String>>,
     #[serde(default)]
     updated_at: Option<Spanned<String>>,
     #[serde(default)]
@@ -59,10 +75,49 @@ struct File {
     incremental: Option<Spanned<IncrementalFile>>,
     #[serde(default)]
     auth: Option<Spanned<keys::Table>>,
+    #[serde(default)]
+    resource: Vec<Spanned<File>>,
+}
+
+impl File {
+    /// A resource's keys: its own, else the top level's (`top`). A table
+    /// of its own replaces the top level's whole, but `[params]`,
+    /// `[headers]` and `[body]` merge key by key, the resource's winning.
+    fn merged(&self, top: &File) -> File {
+        let mut params = top.params.clone();
+        params.extend(self.params.clone());
+        let mut headers = top.headers.clone();
+        headers.extend(self.headers.clone());
+        let body = match (&top.body, &self.body) {
+            (Some(top), Some(own)) => {
+                let mut merged = top.get_ref().clone();
+                merged.extend(own.get_ref().clone());
+                Some(Spanned::new(own.span(), merged))
+            }
+            (top, own) => own.clone().or_else(|| top.clone()),
+        };
+        File {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            path: self.path.clone(),
+            records: self.records.clone().or_else(|| top.records.clone()),
+            id: self.id.clone().or_else(|| top.id.clone()),
+            updated_at: self.updated_at.clone().or_else(|| top.updated_at.clone()),
+            updated_at_unit: (self.updated_at_unit.clone()).or_else(|| top.updated_at_unit.clone()),
+            params,
+            headers,
+            method: self.method.clone().or_else(|| top.method.clone()),
+            body,
+            paginate: self.paginate.clone().or_else(|| top.paginate.clone()),
+            incremental: self.incremental.clone().or_else(|| top.incremental.clone()),
+            auth: self.auth.clone().or_else(|| top.auth.clone()),
+            resource: Vec::new(),
+        }
+    }
 }
 
 /// `[incremental]` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct IncrementalFile {
     param: String,
@@ -180,20 +235,124 @@ impl Pipeline {
         origin: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        let mut all = Self::parse_all(text, origin, env)?;
+        if all.len() > 1 {
+            return Err(ConfigError(format!(
+                "{origin}: holds {} resources, not one: read it with Pipeline::parse_all",
+                all.len()
+            )));
+        }
+        Ok(all.remove(0))
+    }
+
+    /// Reads and checks every resource of the pipeline file at `path`, in
+    /// file order, with secrets from the process environment.
+    pub fn load_all(path: &Path) -> Result<Vec<Self>, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: cannot be read: {e}", path.display())))?;
+        Self::parse_all(&text, &path.display().to_string(), |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// Parses and checks every resource of `text`, in file order: each
+    /// `[[resource]]` entry with the top level's keys as its defaults, or,
+    /// with none, the top level as the one resource. A name given twice,
+    /// a `path` or `url` that is not on the top level's origin, a key
+    /// missing from both: an error naming the resource, the key and the
+    /// line.
+    pub fn parse_all(
+        text: &str,
+        origin: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Self>, ConfigError> {
         let at = Locator { text, origin };
         let file: File = toml::from_str(text).map_err(|e| at.toml(&e))?;
-        let url = Url::parse(file.url.get_ref())
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-            .ok_or_else(|| at.key(file.url.span(), "url", "is not an http(s) URL"))?;
-        let name = file.name.get_ref();
-        if !is_identifier(name) {
+        if let Some(path) = &file.path {
             return Err(at.key(
-                file.name.span(),
-                "name",
-                "must be a plain identifier: a lowercase letter or `_`, then up to 47 lowercase letters, digits or `_` (it names the output file and table as it stands)",
+                path.span(),
+                "path",
+                "is a key of a [[resource]], resolved against `url`",
             ));
         }
+        let base = check_url(file.url.as_ref(), &file.name, &at)?;
+        if file.resource.is_empty() {
+            return Ok(vec![Self::check(&file, base, &at, &env)?]);
+        }
+        check_name(&file.name, &at)?;
+        let mut names = std::collections::HashSet::new();
+        let mut all = Vec::with_capacity(file.resource.len());
+        for own in &file.resource {
+            let own = own.get_ref();
+            let shown = own.name.get_ref();
+            if let Some(nested) = own.resource.first() {
+                return Err(at.key(
+                    nested.span(),
+                    &format!("resource {shown}: resource"),
+                    "cannot stand in a [[resource]]",
+                ));
+            }
+            if !names.insert(shown.clone()) {
+                return Err(at.key(
+                    own.name.span(),
+                    "resource.name",
+                    &format!("{shown:?} names two resources"),
+                ));
+            }
+            let url = match (&own.url, &own.path) {
+                (Some(u), Some(p)) => {
+                    return Err(at.key(
+                        p.span(),
+                        &format!("resource {shown}: path"),
+                        &format!("and `url` ({}) are two places: give one", u.get_ref()),
+                    ))
+                }
+                (Some(u), None) => {
+                    let url = check_url(Some(u), &own.name, &at)?;
+                    if url.origin() != base.origin() {
+                        return Err(at.key(u.span(), &format!("resource {shown}: url"), &format!("is not on the origin of the top level's `url` ({}): a credential never leaves its origin", base.origin().ascii_serialization())));
+                    }
+                    url
+                }
+                (None, Some(p)) => base
+                    .join(p.get_ref())
+                    .ok()
+                    .filter(|u| u.origin() == base.origin())
+                    .ok_or_else(|| {
+                        at.key(
+                            p.span(),
+                            &format!("resource {shown}: path"),
+                            "does not resolve against `url` to a URL on its origin",
+                        )
+                    })?,
+                (None, None) => base.clone(),
+            };
+            all.push(Self::check(&own.merged(&file), url, &at, &env)?);
+        }
+        Ok(all)
+    }
+
+    /// One resource's keys, checked, at `url`.
+    fn check(
+        file: &File,
+        url: Url,
+        at: &Locator<'_>,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let at = *at;
+        let name = file.name.get_ref();
+        check_name(&file.name, &at)?;
+        let needed = |s: &Option<Spanned<String>>, key: &str| {
+            s.clone().ok_or_else(|| {
+                at.key(
+                    file.name.span(),
+                    key,
+                    &format!("is required (by resource {name}, or at the top level)"),
+                )
+            })
+        };
+        let records = needed(&file.records, "records")?;
+        let id = needed(&file.id, "id")?;
         let pointer = |s: &Spanned<String>, key: &str| {
             Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e))
         };
@@ -303,15 +462,15 @@ impl Pipeline {
         };
         let auth = match &file.auth {
             None => None,
-            Some(a) => Some(auth::from_table(a, &at, &env)?),
+            Some(a) => Some(auth::from_table(a, &at, env)?),
         };
         Ok(Pipeline {
             name: name.clone(),
             url,
-            records: pointer(&file.records, "records")?,
-            id: in_record(&file.id, "id")?,
+            records: pointer(&records, "records")?,
+            id: in_record(&id, "id")?,
             updated_at,
-            params: file.params,
+            params: file.params.clone(),
             headers,
             paginate,
             incremental,
@@ -344,6 +503,34 @@ impl Pipeline {
             ))),
         }
     }
+}
+
+/// `url` as the http(s) URL of `owner`'s requests; one is required at
+/// the top level.
+fn check_url(
+    url: Option<&Spanned<String>>,
+    owner: &Spanned<String>,
+    at: &Locator<'_>,
+) -> Result<Url, ConfigError> {
+    let Some(url) = url else {
+        return Err(at.key(owner.span(), "url", "is required"));
+    };
+    Url::parse(url.get_ref())
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| at.key(url.span(), "url", "is not an http(s) URL"))
+}
+
+/// Checks a pipeline's or resource's name.
+fn check_name(name: &Spanned<String>, at: &Locator<'_>) -> Result<(), ConfigError> {
+    if is_identifier(name.get_ref()) {
+        return Ok(());
+    }
+    Err(at.key(
+        name.span(),
+        "name",
+        "must be a plain identifier: a lowercase letter or `_`, then up to 47 lowercase letters, digits or `_` (it names the output file and table as it stands)",
+    ))
 }
 
 /// Whether `name` is a plain identifier, `[a-z_][a-z0-9_]{0,47}`: a table
@@ -411,6 +598,7 @@ impl Incremental {
 }
 
 /// Turns a byte span of the file into "file, line N" and a key's name.
+#[derive(Clone, Copy)]
 pub(crate) struct Locator<'a> {
     text: &'a str,
     origin: &'a str,

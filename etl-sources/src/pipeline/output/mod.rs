@@ -121,6 +121,24 @@ pub async fn open<T: Record + Clone>(
     Ok(Box::new(jsonl::Jsonl::open::<T>(Path::new(out), options)?))
 }
 
+/// The output of resource `name` when a file holds many: `--out` names a
+/// place that holds one output a resource. A PostgreSQL URL stays as it
+/// is (the resource's table is `name`); `delta:PATH` becomes
+/// `delta:PATH/name`; anything else is a directory, and the resource's
+/// file is `DIR/name.jsonl` (its rejects beside it).
+pub fn for_resource(out: &str, name: &str) -> String {
+    if out.starts_with("postgres://") || out.starts_with("postgresql://") {
+        return out.to_owned();
+    }
+    if let Some(location) = out.strip_prefix("delta:") {
+        return format!("delta:{}/{name}", location.trim_end_matches('/'));
+    }
+    Path::new(out)
+        .join(format!("{name}.jsonl"))
+        .display()
+        .to_string()
+}
+
 /// The error of an output this build leaves out.
 #[cfg(not(all(feature = "postgres", feature = "delta")))]
 fn missing_feature(what: &str, feature: &str) -> EtlError {

@@ -452,3 +452,99 @@ fn spans_inside_a_multibyte_character_still_name_the_line() {
     assert_eq!(at.line(6), (1, "a = \"é\""));
     assert_eq!(at.line(999), (3, ""));
 }
+
+/// The contract's file of two resources, without parent and child: the
+/// top level's keys are each resource's defaults.
+const TWO: &str = r#"name = "shop"
+url = "https://api.example/v1/"
+records = "/data"
+id = "/id"
+updated_at = "/updated_at"
+[params]
+per_page = "100"
+state = "all"
+[paginate]
+style = "link_header"
+
+[[resource]]
+name = "orders"
+path = "orders"
+params = { state = "open" }
+
+[[resource]]
+name = "customers"
+url = "https://api.example/v2/customers"
+records = "/customers"
+[resource.paginate]
+style = "cursor"
+cursor = "/next"
+"#;
+
+#[test]
+fn resources_take_the_top_level_as_defaults_and_replace_or_merge_it() {
+    let all = Pipeline::parse_all(TWO, "shop.toml", |_| None).unwrap();
+    let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["orders", "customers"], "file order");
+    let (orders, customers) = (&all[0], &all[1]);
+    assert_eq!(orders.url.as_str(), "https://api.example/v1/orders");
+    assert_eq!(orders.records, Pointer::parse("/data").unwrap());
+    assert_eq!(orders.params["state"], "open", "the resource's key wins");
+    assert_eq!(orders.params["per_page"], "100", "params merge key by key");
+    assert!(shown(orders).starts_with("LinkHeader"), "{}", shown(orders));
+    assert_eq!(customers.url.as_str(), "https://api.example/v2/customers");
+    assert_eq!(customers.records, Pointer::parse("/customers").unwrap());
+    assert!(
+        shown(customers).starts_with("Cursor"),
+        "a table of its own replaces the default whole: {}",
+        shown(customers)
+    );
+    assert!(customers.updated_at.is_some());
+    let e = Pipeline::parse(TWO, "shop.toml", |_| None).unwrap_err();
+    assert!(e.to_string().contains("holds 2 resources"), "{e}");
+}
+
+#[test]
+fn a_bad_resource_is_named_with_its_key_and_line() {
+    let bad = |from: &str, to: &str| {
+        Pipeline::parse_all(&TWO.replace(from, to), "shop.toml", |_| None)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = bad("name = \"customers\"", "name = \"orders\"");
+    assert!(
+        e.contains("line 18") && e.contains("\"orders\" names two resources"),
+        "{e}"
+    );
+    let e = bad("name = \"customers\"", "name = \"Customers\"");
+    assert!(e.contains("`name` must be a plain identifier"), "{e}");
+    let e = bad(
+        "https://api.example/v2/customers",
+        "https://elsewhere.example/c",
+    );
+    assert!(
+        e.contains("`resource customers: url` is not on the origin"),
+        "{e}"
+    );
+    let e = bad(
+        "path = \"orders\"",
+        "path = \"https://elsewhere.example/o\"",
+    );
+    assert!(
+        e.contains("`resource orders: path` does not resolve"),
+        "{e}"
+    );
+    let e = bad("records = \"/data\"\n", "");
+    assert!(
+        e.contains("`records` is required (by resource orders, or at the top level)"),
+        "{e}"
+    );
+    let e = bad(
+        "name = \"orders\"\n",
+        "name = \"orders\"\nrecods = \"/x\"\n",
+    );
+    assert!(e.contains("did you mean `records`?"), "{e}");
+    let e = Pipeline::parse_all(&format!("path = \"x\"\n{BASE}"), "f", |_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`path` is a key of a [[resource]]"), "{e}");
+}
