@@ -70,6 +70,16 @@ pub fn jsonl_cursor(
     Ok(newest.map(|(_, text)| text))
 }
 
+/// Whether the update time `stamp` is newer than `than` (an empty `than`:
+/// none yet), by the order a cursor scan keeps.
+pub(crate) fn is_newer(stamp: &str, than: &str) -> bool {
+    than.is_empty()
+        || newer(
+            stamp,
+            &(humantime::parse_rfc3339(than).ok(), than.to_owned()),
+        )
+}
+
 /// Whether `stamp` is newer than `newest` (its instant, if it read as one,
 /// and its text). Two stamps in the API form `YYYY-MM-DDTHH:MM:SSZ`
 /// compare as text, which is their time order, with no parse: the common

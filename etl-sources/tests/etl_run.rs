@@ -857,6 +857,12 @@ fn the_example_pipeline_files_read() {
         styles[2]
     );
     assert!(styles[3].ends_with("Body"), "{}", styles[3]);
+    let text = std::fs::read_to_string(dir.join("github-issues-comments.toml")).unwrap();
+    let all = Pipeline::parse_all(&text, "github-issues-comments.toml", |_| Some("t".into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1].parent.as_deref(), Some("issues"));
+    assert!(all.iter().all(|p| p.check_incremental().is_ok()));
 }
 
 #[tokio::test]

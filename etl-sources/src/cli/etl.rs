@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use super::{report_error, Job, LogFormat, RunFlags, EXIT_USAGE};
 use crate::pipeline::output;
 use crate::replay::{Replay, ReplayServer};
-use crate::rest::{ConfigError, Pipeline, RestSource};
+use crate::rest::{ChildSource, ConfigError, Feed, JsonRecord, Pipeline, RestSource, Tapped};
+use crate::Source;
 use crate::SourceOptions;
 
 /// Load any JSON API into a JSONL file (or a PostgreSQL table), each
@@ -142,7 +143,8 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
                 let text = DEMO_PIPELINE.replace("REPLAY_URL", server.url().as_str());
                 println!("{text}");
                 (
-                    Pipeline::parse_all(&text, "demo.toml", |_| None),
+                    Pipeline::parse_all(&text, "demo.toml", |_| None)
+                        .and_then(|all| selected(all, &[], "demo.toml".as_ref())),
                     Some(server),
                 )
             }
@@ -158,8 +160,10 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     };
     let pipelines = match pipelines.and_then(|all| {
         if flags.incremental {
-            for p in &all {
-                p.check_incremental()?;
+            for (p, written) in &all {
+                if *written {
+                    p.check_incremental()?;
+                }
             }
         }
         Ok(all)
@@ -192,11 +196,18 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         max_retry_after: flags.run.max_retry_after,
         ..SourceOptions::default()
     };
-    // Each resource in file order, one summary line each; a failed one
-    // ends the run (the rows of every page loaded before stay written).
+    // Each resource in file order (a parent before its children), one
+    // summary line each; a failed one ends the run (the rows of every page
+    // loaded before stay written).
+    let feed = Feed::default();
     let mut code = super::EXIT_OK;
-    for pipeline in pipelines {
+    for (pipeline, written) in &pipelines {
         let name = pipeline.name.clone();
+        let children: Vec<_> = pipelines
+            .iter()
+            .filter(|(c, _)| c.parent.as_deref() == Some(name.as_str()))
+            .map(|(c, _)| (c.name.clone(), c.from_parent.clone()))
+            .collect();
         let job = Job {
             out: match (&flags.out, many) {
                 (_, true) => output::for_resource(&place, &name),
@@ -210,14 +221,35 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
             metrics_file: flags.run.metrics_file.clone(),
             log_format: flags.run.log_format,
             noun: "records",
-            resource: many.then_some(name),
+            resource: many.then(|| name.clone()),
         };
-        let options = options.clone();
-        let source = async move {
-            let source = RestSource::new(pipeline, options).map_err(|e| e.to_string())?;
-            Ok((source, ()))
+        let outcome = if pipeline.parent.is_some() {
+            let parents = feed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&name)
+                .unwrap_or_default();
+            let source = ChildSource::new(pipeline.clone(), options.clone(), parents);
+            resource(
+                &job,
+                *written,
+                metrics,
+                Tapped::new(source, &name, children, feed.clone()),
+            )
+            .await
+        } else {
+            match RestSource::new(pipeline.clone(), options.clone()) {
+                Ok(source) => {
+                    let tapped = Tapped::new(source, &name, children, feed.clone());
+                    resource(&job, *written, metrics, tapped).await
+                }
+                Err(e) => {
+                    report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());
+                    super::EXIT_FAILED
+                }
+            }
         };
-        match job.execute(metrics, source).await {
+        match outcome {
             super::EXIT_OK => {}
             super::EXIT_REJECTED => code = super::EXIT_REJECTED,
             failed => return failed,
@@ -227,13 +259,59 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     code
 }
 
-/// The resources `wanted` names, in file order (every one when it names
-/// none); a name the file lacks is an error naming the file's.
+/// One resource's run: through its output when it is written, else read
+/// only (to feed its children), with a summary line either way.
+async fn resource<S: Source<Row = JsonRecord>>(
+    job: &Job,
+    written: bool,
+    metrics: Option<&PrometheusHandle>,
+    mut source: S,
+) -> u8 {
+    if written {
+        return job.execute(metrics, async move { Ok((source, ())) }).await;
+    }
+    let (mut pages, mut read, mut rejected) = (0u32, 0usize, 0usize);
+    loop {
+        if job.max_pages.is_some_and(|max| pages >= max) {
+            break;
+        }
+        match source.next_page().await {
+            Ok(Some(page)) => {
+                pages += 1;
+                read += page.rows.len();
+                rejected += page.rejects.len();
+            }
+            Ok(None) => break,
+            Err(e) => {
+                report_error(job.log_format, super::EXIT_FAILED, &e.to_string());
+                return super::EXIT_FAILED;
+            }
+        }
+    }
+    let name = job.resource.as_deref().unwrap_or("");
+    println!(
+        "done: {name}: {pages} pages, {read} records read, none written (load = false){}",
+        if rejected > 0 {
+            format!(
+                "; {rejected} entries did not read (not kept: nothing of this resource is written)"
+            )
+        } else {
+            String::new()
+        }
+    );
+    super::EXIT_OK
+}
+
+/// The resources a run reads, parents before their children, each with
+/// whether it is written: the ones `wanted` names (every one with `load`
+/// not false when it names none), and their ancestors, read to feed them
+/// (written only if named too). A name the file lacks is an error naming
+/// the file's.
 fn selected(
     all: Vec<Pipeline>,
     wanted: &[String],
     file: &std::path::Path,
-) -> Result<Vec<Pipeline>, ConfigError> {
+) -> Result<Vec<(Pipeline, bool)>, ConfigError> {
     if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|p| &p.name == *w)) {
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
         return Err(ConfigError::new(format!(
@@ -242,8 +320,33 @@ fn selected(
             names.join(", ")
         )));
     }
-    Ok(all
+    let written = |p: &Pipeline| {
+        if wanted.is_empty() {
+            p.load
+        } else {
+            wanted.contains(&p.name)
+        }
+    };
+    let by_name: std::collections::HashMap<&str, &Pipeline> =
+        all.iter().map(|p| (p.name.as_str(), p)).collect();
+    let mut order: Vec<&str> = Vec::new();
+    for p in all.iter().filter(|p| written(p)) {
+        // The chain of ancestors, oldest first (the file has no cycle).
+        let mut chain = vec![p.name.as_str()];
+        while let Some(parent) = by_name[chain[chain.len() - 1]].parent.as_deref() {
+            chain.push(parent);
+        }
+        for name in chain.into_iter().rev() {
+            if !order.contains(&name) {
+                order.push(name);
+            }
+        }
+    }
+    Ok(order
         .into_iter()
-        .filter(|p| wanted.is_empty() || wanted.contains(&p.name))
+        .map(|name| {
+            let p = by_name[name];
+            (p.clone(), written(p))
+        })
         .collect())
 }

@@ -77,6 +77,16 @@ struct File {
     auth: Option<Spanned<keys::Table>>,
     #[serde(default)]
     resource: Vec<Spanned<File>>,
+    /// A resource read once for each record of this one.
+    #[serde(default)]
+    parent: Option<Spanned<String>>,
+    /// The parent record's values a child's placeholders take: NAME ->
+    /// pointer into the parent record.
+    #[serde(default)]
+    from_parent: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// `false`: read to feed the children, never written.
+    #[serde(default)]
+    load: Option<Spanned<bool>>,
 }
 
 impl File {
@@ -112,6 +122,10 @@ impl File {
             incremental: self.incremental.clone().or_else(|| top.incremental.clone()),
             auth: self.auth.clone().or_else(|| top.auth.clone()),
             resource: Vec::new(),
+            // A resource's own: never a default.
+            parent: self.parent.clone(),
+            from_parent: self.from_parent.clone(),
+            load: self.load.clone(),
         }
     }
 }
@@ -176,6 +190,15 @@ pub struct Pipeline {
     pub body: serde_json::Map<String, serde_json::Value>,
     /// Where the paginator's parameters go (`[paginate] param_in`).
     pub param_in: ParamIn,
+    /// The resource read once for each of whose records this one is
+    /// (`parent`); its records carry `_parent`.
+    pub parent: Option<String>,
+    /// The parent record's values the `{NAME}` placeholders of `url`,
+    /// `[params]`, `[headers]` and `[body]` take (`[from_parent]`).
+    pub from_parent: BTreeMap<String, Pointer>,
+    /// Whether its records are written (`load`, default `true`); `false`:
+    /// read only to feed its children.
+    pub load: bool,
 }
 
 /// The method of every request of a pipeline.
@@ -275,6 +298,14 @@ impl Pipeline {
                 "is a key of a [[resource]], resolved against `url`",
             ));
         }
+        let own_keys = [
+            ("parent", file.parent.as_ref().map(Spanned::span)),
+            ("from_parent", file.from_parent.as_ref().map(Spanned::span)),
+            ("load", file.load.as_ref().map(Spanned::span)),
+        ];
+        if let Some((key, Some(span))) = own_keys.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(at.key(span, key, "is a key of a [[resource]]"));
+        }
         let base = check_url(file.url.as_ref(), &file.name, &at)?;
         if file.resource.is_empty() {
             return Ok(vec![Self::check(&file, base, &at, &env)?]);
@@ -329,6 +360,7 @@ impl Pipeline {
             };
             all.push(Self::check(&own.merged(&file), url, &at, &env)?);
         }
+        check_family(&file.resource, &all, &at)?;
         Ok(all)
     }
 
@@ -353,6 +385,51 @@ impl Pipeline {
         };
         let records = needed(&file.records, "records")?;
         let id = needed(&file.id, "id")?;
+        let mut from_parent = BTreeMap::new();
+        if let Some(table) = &file.from_parent {
+            if file.parent.is_none() {
+                return Err(at.key(
+                    table.span(),
+                    &format!("resource {name}: from_parent"),
+                    "needs `parent`: the resource whose records give the values",
+                ));
+            }
+            for (key, pointer) in table.get_ref() {
+                let parsed = Pointer::parse(pointer.get_ref()).map_err(|e| {
+                    at.key(
+                        pointer.span(),
+                        &format!("resource {name}: from_parent.{key}"),
+                        &e,
+                    )
+                })?;
+                from_parent.insert(key.clone(), parsed);
+            }
+        }
+        // Every `{NAME}` a request holds must be a value of the parent.
+        let mut texts: Vec<&Spanned<String>> = Vec::new();
+        texts.extend(file.url.iter());
+        texts.extend(file.path.iter());
+        texts.extend(file.headers.values());
+        let mut loose: Vec<String> = file.params.values().cloned().collect();
+        if let Some(body) = &file.body {
+            strings_in(&toml::Value::Table(body.get_ref().clone()), &mut loose);
+        }
+        let at_name = file.name.span();
+        let placed = texts
+            .iter()
+            .map(|t| (t.get_ref().as_str(), t.span()))
+            .chain(loose.iter().map(|t| (t.as_str(), at_name.clone())));
+        for (text, span) in placed {
+            for placeholder in placeholders(text) {
+                if !from_parent.contains_key(placeholder) {
+                    return Err(at.key(
+                        span,
+                        &format!("resource {name}: {{{placeholder}}}"),
+                        "is a placeholder `[from_parent]` does not define",
+                    ));
+                }
+            }
+        }
         let pointer = |s: &Spanned<String>, key: &str| {
             Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e))
         };
@@ -478,7 +555,56 @@ impl Pipeline {
             method,
             body,
             param_in,
+            parent: file.parent.as_ref().map(|p| p.get_ref().clone()),
+            from_parent,
+            load: file.load.as_ref().is_none_or(|l| *l.get_ref()),
         })
+    }
+
+    /// This resource's requests for one parent record: each `{NAME}` of
+    /// its URL, `[params]`, `[headers]` and `[body]` strings replaced by
+    /// `values[NAME]` (encoded as a URL path needs, in the URL).
+    pub fn for_parent(&self, values: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let put = |text: &str, encode: bool| {
+            let mut text = text.to_owned();
+            for (name, value) in values {
+                let value = if encode {
+                    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+                        .to_string()
+                } else {
+                    value.clone()
+                };
+                text = text
+                    .replace(&format!("{{{name}}}"), &value)
+                    .replace(&format!("%7B{name}%7D"), &value);
+            }
+            text
+        };
+        let mut child = self.clone();
+        child.url = Url::parse(&put(self.url.as_str(), true)).map_err(|e| {
+            ConfigError(format!(
+                "{}: the URL for a parent's values does not read: {e}",
+                self.name
+            ))
+        })?;
+        for value in child.params.values_mut() {
+            *value = put(value, false);
+        }
+        for value in child.headers.values_mut() {
+            *value = put(value, false);
+        }
+        fn in_json(v: &mut serde_json::Value, put: &dyn Fn(&str, bool) -> String) {
+            match v {
+                serde_json::Value::String(s) => *s = put(s, false),
+                serde_json::Value::Array(items) => items.iter_mut().for_each(|v| in_json(v, put)),
+                serde_json::Value::Object(map) => map.values_mut().for_each(|v| in_json(v, put)),
+                _ => {}
+            }
+        }
+        for value in child.body.values_mut() {
+            in_json(value, &put);
+        }
+        Ok(child)
     }
 
     /// This pipeline with `paginator` in place of the file's `[paginate]`
@@ -503,6 +629,76 @@ impl Pipeline {
             ))),
         }
     }
+}
+
+/// The names of the `{NAME}` placeholders in `text` (plain identifiers
+/// between braces; other braces are left as they are).
+pub(crate) fn placeholders(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        rest = &rest[open + 1..];
+        if let Some(close) = rest.find('}') {
+            let name = &rest[..close];
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+/// Every string value of `value`, nested ones included.
+fn strings_in(value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::String(s) => out.push(s.clone()),
+        toml::Value::Array(items) => items.iter().for_each(|v| strings_in(v, out)),
+        toml::Value::Table(table) => table.values().for_each(|v| strings_in(v, out)),
+        _ => {}
+    }
+}
+
+/// Parents and children: each `parent` names another resource, and no
+/// chain of parents comes back to where it started.
+fn check_family(
+    written: &[Spanned<File>],
+    all: &[Pipeline],
+    at: &Locator<'_>,
+) -> Result<(), ConfigError> {
+    let index: std::collections::HashMap<&str, usize> = all
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    for (own, pipeline) in written.iter().zip(all) {
+        let Some(parent) = &own.get_ref().parent else {
+            continue;
+        };
+        let name = &pipeline.name;
+        if !index.contains_key(parent.get_ref().as_str()) {
+            return Err(at.key(
+                parent.span(),
+                &format!("resource {name}: parent"),
+                &format!("{:?} names no resource of the file", parent.get_ref()),
+            ));
+        }
+        // Up the chain: at most as many steps as there are resources.
+        let mut at_step = parent.get_ref().as_str();
+        for _ in 0..all.len() {
+            if at_step == name {
+                return Err(at.key(
+                    parent.span(),
+                    &format!("resource {name}: parent"),
+                    "makes a cycle of parents: a resource would be its own ancestor",
+                ));
+            }
+            match all[index[at_step]].parent.as_deref() {
+                Some(next) => at_step = next,
+                None => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `url` as the http(s) URL of `owner`'s requests; one is required at

@@ -23,6 +23,7 @@
 mod auth;
 mod canonical;
 mod config;
+mod family;
 mod keys;
 mod paginate;
 mod pointer;
@@ -31,6 +32,7 @@ mod stamp;
 
 pub use auth::Auth;
 pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline};
+pub use family::{ChildSource, Feed, ParentRecord, Tapped};
 pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;

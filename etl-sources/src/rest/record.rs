@@ -88,6 +88,22 @@ impl JsonRecord {
         })
     }
 
+    /// The record with the member `_parent` set to `parent` (a child
+    /// record, with the parent's values it was fetched with), in canonical
+    /// form again: two parents' children never share a content key by
+    /// accident.
+    pub fn with_parent(&self, parent: &Value) -> Result<Self, String> {
+        let mut object: serde_json::Map<String, Value> =
+            serde_json::from_str(self.canonical.get()).map_err(|e| e.to_string())?;
+        object.insert("_parent".into(), parent.clone());
+        let text = serde_json::to_string(&object).map_err(|e| e.to_string())?;
+        Ok(JsonRecord {
+            canonical: RawValue::from_string(text).map_err(|e| e.to_string())?,
+            id: self.id.clone(),
+            updated_at: self.updated_at.clone(),
+        })
+    }
+
     /// The record's id, as text (an integer id as its digits).
     pub fn id(&self) -> &str {
         &self.id

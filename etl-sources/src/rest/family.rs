@@ -1,0 +1,287 @@
+//! Parent and child resources: [`Tapped`] keeps, of each record a parent
+//! resource reads, the values its children's `[from_parent]` point at;
+//! [`ChildSource`] reads one request chain of a child resource for each of
+//! those records, its records carrying `_parent`, an incremental cursor
+//! kept per parent.
+
+use etl_core::{EtlError, Reject};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::pointer::Pointer;
+use super::{JsonRecord, Pipeline, RestSource};
+use crate::source::{PageRead, Source};
+use crate::SourceOptions;
+
+/// One record a parent read, as one child needs it: the values of the
+/// child's `[from_parent]`, or why one is missing.
+#[derive(Clone, Debug)]
+pub struct ParentRecord {
+    /// The parent's resource and record id, for messages.
+    pub shown: String,
+    /// NAME -> the value as the parent sent it (a string or a number).
+    pub values: Result<BTreeMap<String, Value>, String>,
+    /// The parent record itself, kept for a reject when a value is
+    /// missing (and only then).
+    pub raw: Option<Box<RawValue>>,
+}
+
+/// What parents read this run, for each child: child name -> records.
+pub type Feed = Arc<Mutex<HashMap<String, Vec<ParentRecord>>>>;
+
+/// A source whose records feed children: each record's `[from_parent]`
+/// values are kept in `feed`, for each child, as it is read.
+#[derive(Debug)]
+pub struct Tapped<S> {
+    inner: S,
+    resource: String,
+    /// child name -> its `[from_parent]`.
+    children: Vec<(String, BTreeMap<String, Pointer>)>,
+    feed: Feed,
+}
+
+impl<S> Tapped<S> {
+    /// `inner`, the source of `resource`, feeding `children` through `feed`.
+    pub fn new(
+        inner: S,
+        resource: &str,
+        children: Vec<(String, BTreeMap<String, Pointer>)>,
+        feed: Feed,
+    ) -> Self {
+        Tapped {
+            inner,
+            resource: resource.to_owned(),
+            children,
+            feed,
+        }
+    }
+
+    fn keep(&self, rows: &[JsonRecord]) {
+        if self.children.is_empty() {
+            return;
+        }
+        let mut feed = self.feed.lock().unwrap_or_else(PoisonError::into_inner);
+        for row in rows {
+            let record: Value = serde_json::from_str(row.json()).unwrap_or(Value::Null);
+            let shown = format!("{} record {}", self.resource, row.id());
+            for (child, from_parent) in &self.children {
+                let values = values_of(&record, from_parent, &shown);
+                let raw = values
+                    .is_err()
+                    .then(|| RawValue::from_string(row.json().to_owned()).ok())
+                    .flatten();
+                feed.entry(child.clone()).or_default().push(ParentRecord {
+                    shown: shown.clone(),
+                    values,
+                    raw,
+                });
+            }
+        }
+    }
+}
+
+/// The values `from_parent` points at in `record`: each a string or a
+/// number, else the error naming the pointer and the parent record.
+fn values_of(
+    record: &Value,
+    from_parent: &BTreeMap<String, Pointer>,
+    shown: &str,
+) -> Result<BTreeMap<String, Value>, String> {
+    from_parent
+        .iter()
+        .map(|(name, pointer)| match pointer.get(record) {
+            Some(v @ (Value::String(_) | Value::Number(_))) => Ok((name.clone(), v.clone())),
+            found => Err(format!(
+                "from_parent {name} ({pointer}): {} in {shown}, so its children are not read",
+                match found {
+                    None => "nothing",
+                    Some(_) => "neither a string nor a number",
+                }
+            )),
+        })
+        .collect()
+}
+
+impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
+    type Row = JsonRecord;
+
+    async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
+        let page = self.inner.next_page().await?;
+        if let Some(page) = &page {
+            self.keep(&page.rows);
+        }
+        Ok(page)
+    }
+
+    fn pages_total(&self) -> Option<u64> {
+        self.inner.pages_total()
+    }
+
+    fn throttled(&self) -> Duration {
+        self.inner.throttled()
+    }
+
+    fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
+        self.inner.read_since(cursor)
+    }
+
+    fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
+        self.inner.stored_updated_at(stored)
+    }
+}
+
+/// A child resource: one request chain for each parent record, in the
+/// order the parent read them, each record carrying `"_parent": {NAME:
+/// value, ...}`. A parent whose values are missing is a reject of the
+/// child, naming the parent and the pointer.
+///
+/// Read incrementally, each chain asks from its own cursor: the newest
+/// update time among the stored children of that parent (learnt from the
+/// stored rows an output scans, [`Source::stored_updated_at`]); a parent
+/// with none stored reads everything (or from `initial`).
+#[derive(Debug)]
+pub struct ChildSource {
+    template: Pipeline,
+    options: SourceOptions,
+    parents: VecDeque<ParentRecord>,
+    chain: Option<(RestSource, Value)>,
+    incremental: bool,
+    /// `_parent` (its JSON text) -> the newest update time stored.
+    cursors: Mutex<HashMap<String, String>>,
+    /// The waits the finished chains were asked for.
+    throttled: Duration,
+    pages: u32,
+}
+
+impl ChildSource {
+    /// The child resource `template`, read for each of `parents`.
+    pub fn new(template: Pipeline, options: SourceOptions, parents: Vec<ParentRecord>) -> Self {
+        ChildSource {
+            template,
+            options,
+            parents: parents.into(),
+            chain: None,
+            incremental: false,
+            cursors: Mutex::new(HashMap::new()),
+            throttled: Duration::ZERO,
+            pages: 0,
+        }
+    }
+
+    /// The chain of `parent`'s children, or the reject of a parent whose
+    /// values are missing.
+    fn start(&mut self, parent: ParentRecord) -> Result<Option<Reject>, EtlError> {
+        let values = match parent.values {
+            Ok(values) => values,
+            Err(why) => {
+                return Ok(Some(match &parent.raw {
+                    Some(raw) => Reject::of(raw, why, &parent.shown),
+                    None => Reject::new("null", why, &parent.shown)?,
+                }));
+            }
+        };
+        let text: BTreeMap<String, String> = values
+            .iter()
+            .map(|(k, v)| {
+                let shown = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), shown)
+            })
+            .collect();
+        let pipeline = self
+            .template
+            .for_parent(&text)
+            .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
+        let mut source = RestSource::new(pipeline, self.options.clone())?;
+        let marker = Value::Object(values.into_iter().collect());
+        if self.incremental {
+            let cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
+            let cursor = cursors.get(&marker.to_string()).cloned();
+            drop(cursors);
+            source.read_since(cursor.as_deref())?;
+        }
+        self.chain = Some((source, marker));
+        Ok(None)
+    }
+}
+
+impl Source for ChildSource {
+    type Row = JsonRecord;
+
+    async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
+        loop {
+            let Some((source, marker)) = &mut self.chain else {
+                let Some(parent) = self.parents.pop_front() else {
+                    return Ok(None);
+                };
+                if let Some(reject) = self.start(parent)? {
+                    self.pages += 1;
+                    return Ok(Some(PageRead {
+                        url: self.template.url.clone(),
+                        rows: Vec::new(),
+                        rejects: vec![reject],
+                        count: None,
+                    }));
+                }
+                continue;
+            };
+            match source.next_page().await? {
+                None => {
+                    self.throttled += source.throttled();
+                    self.chain = None;
+                }
+                Some(mut page) => {
+                    self.pages += 1;
+                    page.rows = page
+                        .rows
+                        .iter()
+                        .map(|r| r.with_parent(marker))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
+                    return Ok(Some(page));
+                }
+            }
+        }
+    }
+
+    fn throttled(&self) -> Duration {
+        self.throttled
+            + self
+                .chain
+                .as_ref()
+                .map_or(Duration::ZERO, |(s, _)| s.throttled())
+    }
+
+    /// Each chain reads from its own parent's cursor; the one given (the
+    /// newest of all children) is not used.
+    fn read_since(&mut self, _cursor: Option<&str>) -> Result<(), EtlError> {
+        crate::source::before_first_page(self.pages)?;
+        self.template
+            .check_incremental()
+            .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
+        self.incremental = true;
+        Ok(())
+    }
+
+    /// A stored child's update time, and, as a scan goes, the newest one
+    /// of its parent's.
+    fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
+        let at = self.template.updated_at.as_ref()?;
+        let row: Value = serde_json::from_slice(stored).ok()?;
+        let stamp = at.read(at.pointer.get(&row)?).ok()??;
+        if let Some(parent) = row.get("_parent") {
+            let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
+            let newest = cursors.entry(parent.to_string()).or_default();
+            if crate::cursor::is_newer(&stamp, newest) {
+                newest.clone_from(&stamp);
+            }
+        }
+        Some(Cow::Owned(stamp))
+    }
+}

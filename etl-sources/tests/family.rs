@@ -1,0 +1,351 @@
+//! Parent and child resources in one file, `etl run` as a process against
+//! a local GitHub-like API: issues, and each issue's comments, one request
+//! chain per issue. Every record lands once; `--incremental` reads only
+//! the issues changed, and each changed issue's comments from that
+//! issue's own cursor; a parent record missing its value is a reject of
+//! the child; `load = false` reads a parent without writing it.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+use tokio::process::Command;
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+/// A request's path and its `since`.
+type Asked = (String, Option<String>);
+
+/// The API's state: issues, and comments by issue number.
+#[derive(Clone, Default)]
+struct Repo {
+    issues: Arc<Mutex<Vec<Value>>>,
+    comments: Arc<Mutex<HashMap<u64, Vec<Value>>>>,
+    /// Every request: path and its `since`.
+    seen: Arc<Mutex<Vec<Asked>>>,
+}
+
+fn at(minute: u32) -> String {
+    format!("2026-11-01T00:{minute:02}:00Z")
+}
+
+impl Repo {
+    fn new() -> Self {
+        Self::with_issues(3)
+    }
+
+    fn with_issues(count: u64) -> Self {
+        let repo = Repo::default();
+        for n in 1..=count {
+            repo.issues.lock().unwrap().push(
+                json!({"id": 100 + n, "number": n, "title": format!("issue {n}"), "updated_at": at(n as u32)}),
+            );
+            repo.comments.lock().unwrap().insert(
+                n,
+                (1..=2)
+                    .map(|k| json!({"id": n * 10 + k, "body": format!("comment {k} on {n}"), "updated_at": at(10 + k as u32)}))
+                    .collect(),
+            );
+        }
+        repo
+    }
+
+    async fn serve(&self) -> MockServer {
+        let server = MockServer::start().await;
+        let repo = self.clone();
+        Mock::given(wiremock::matchers::path_regex("^/repos/o/r/issues"))
+            .respond_with(move |request: &Request| {
+                let since = request
+                    .url
+                    .query_pairs()
+                    .find(|(k, _)| k == "since")
+                    .map(|(_, v)| v.into_owned());
+                let path = request.url.path().to_string();
+                repo.seen
+                    .lock()
+                    .unwrap()
+                    .push((path.clone(), since.clone()));
+                let fresh = |items: &[Value]| -> Vec<Value> {
+                    items
+                        .iter()
+                        .filter(|i| {
+                            since
+                                .as_deref()
+                                .is_none_or(|s| i["updated_at"].as_str().unwrap() >= s)
+                        })
+                        .cloned()
+                        .collect()
+                };
+                let body = match path.strip_prefix("/repos/o/r/issues/") {
+                    None => fresh(&repo.issues.lock().unwrap()),
+                    Some(rest) => {
+                        let number: u64 = rest.trim_end_matches("/comments").parse().unwrap();
+                        fresh(repo.comments.lock().unwrap().get(&number).unwrap())
+                    }
+                };
+                // A round trip's worth of time, so a kill finds a run under way.
+                ResponseTemplate::new(200)
+                    .set_body_json(body)
+                    .set_delay(std::time::Duration::from_millis(5))
+            })
+            .mount(&server)
+            .await;
+        server
+    }
+
+    fn comment_requests(&self) -> Vec<Asked> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p.ends_with("/comments"))
+            .cloned()
+            .collect()
+    }
+}
+
+fn file(uri: &str, issues_extra: &str) -> String {
+    format!(
+        r#"name = "github"
+url = "{uri}/repos/o/r/"
+records = ""
+id = "/id"
+updated_at = "/updated_at"
+
+[[resource]]
+name = "issues"
+path = "issues"
+{issues_extra}
+[resource.incremental]
+param = "since"
+
+[[resource]]
+name = "comments"
+parent = "issues"
+path = "issues/{{number}}/comments"
+[resource.from_parent]
+number = "/number"
+[resource.incremental]
+param = "since"
+"#
+    )
+}
+
+async fn etl(dir: &Path, file: &str, args: &[&str]) -> Output {
+    let path = dir.join("github.toml");
+    std::fs::write(&path, file).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The rows of a JSONL output, and how often each id stands in it.
+fn rows(path: &Path) -> (Vec<Value>, HashMap<String, usize>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut ids = HashMap::new();
+    for r in &rows {
+        *ids.entry(r["id"].to_string()).or_insert(0) += 1;
+    }
+    (rows, ids)
+}
+
+#[tokio::test]
+async fn issues_and_their_comments_load_once_and_incrementally_per_issue() {
+    let repo = Repo::new();
+    // An issue with no number: its comments cannot be asked for.
+    repo.issues
+        .lock()
+        .unwrap()
+        .push(json!({"id": 109, "title": "no number", "updated_at": at(4)}));
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = file(&server.uri(), "");
+
+    let first = etl(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(first.status.code(), Some(3), "a reject: {}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout).to_string();
+    assert!(
+        stdout.contains("done: issues: 1 pages, 4 records read, 4 new rows"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("done: comments: ") && stdout.contains("6 records read, 6 new rows"),
+        "{stdout}"
+    );
+    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    assert_eq!(comments.len(), 6);
+    assert!(ids.values().all(|&n| n == 1));
+    assert_eq!(
+        comments[0]["_parent"],
+        json!({"number": 1}),
+        "each child names its parent"
+    );
+    let rejects = std::fs::read_to_string(dir.path().join("out/comments.rejects.jsonl")).unwrap();
+    assert!(
+        rejects.contains("from_parent number (/number): nothing in issues record 109"),
+        "{rejects}"
+    );
+    assert_eq!(
+        repo.comment_requests().len(),
+        3,
+        "one chain per numbered issue"
+    );
+
+    // Issue 2 changes and gets a new comment; issue 3 gets a new comment
+    // too, but is not changed itself, so it is not read, nor its comments.
+    repo.seen.lock().unwrap().clear();
+    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
+    repo.comments
+        .lock()
+        .unwrap()
+        .get_mut(&2)
+        .unwrap()
+        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    repo.comments
+        .lock()
+        .unwrap()
+        .get_mut(&3)
+        .unwrap()
+        .push(json!({"id": 33, "body": "unseen", "updated_at": at(22)}));
+    let second = etl(dir.path(), &file, &["--incremental"]).await;
+    // Issue 109 is the newest held issue, so it is met again at the
+    // cursor, and so is its reject (kept once: exit 3 all the same).
+    assert_eq!(second.status.code(), Some(3), "{}", text(&second));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("1 entries rejected (0 new)"),
+        "{}",
+        text(&second)
+    );
+    let asked = repo.comment_requests();
+    assert_eq!(
+        asked,
+        [("/repos/o/r/issues/2/comments".to_string(), Some(at(12)))],
+        "only the changed issue's comments, from its own newest held comment"
+    );
+    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    assert_eq!(comments.len(), 7, "comment 23 once");
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    let (issues, ids) = rows(&dir.path().join("out/issues.jsonl"));
+    assert_eq!(issues.len(), 5, "issue 2 changed: a new row");
+    assert_eq!(ids["102"], 2);
+}
+
+#[tokio::test]
+async fn a_parent_with_load_false_feeds_its_children_and_is_not_written() {
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = file(&server.uri(), "load = false");
+    let run = etl(dir.path(), &file, &[]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(
+        String::from_utf8_lossy(&run.stdout)
+            .contains("done: issues: 1 pages, 3 records read, none written (load = false)"),
+        "{}",
+        text(&run)
+    );
+    assert!(!dir.path().join("out/issues.jsonl").exists());
+    assert_eq!(rows(&dir.path().join("out/comments.jsonl")).0.len(), 6);
+    // Named, a resource is written: its parent is read to feed it.
+    let only = etl(dir.path(), &file, &["--resource", "comments"]).await;
+    assert_eq!(only.status.code(), Some(0), "{}", text(&only));
+    assert!(
+        String::from_utf8_lossy(&only.stdout).contains("0 new rows"),
+        "{}",
+        text(&only)
+    );
+}
+
+#[tokio::test]
+async fn a_bad_family_is_refused_before_any_request() {
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = file(&server.uri(), "");
+    for (from, to, says) in [
+        (
+            "parent = \"issues\"",
+            "parent = \"isues\"",
+            "\"isues\" names no resource",
+        ),
+        (
+            "number = \"/number\"",
+            "num = \"/number\"",
+            "`resource comments: {number}` is a placeholder",
+        ),
+        (
+            "path = \"issues\"\n",
+            "path = \"issues\"\nparent = \"comments\"\n",
+            "cycle of parents",
+        ),
+        ("parent = \"issues\"\n", "", "from_parent` needs `parent`"),
+    ] {
+        let bad = good.replacen(from, to, 1);
+        let run = etl(dir.path(), &bad, &[]).await;
+        assert_eq!(run.status.code(), Some(2), "{to}: {}", text(&run));
+        assert!(text(&run).contains(says), "{to}: {}", text(&run));
+    }
+    assert!(repo.seen.lock().unwrap().is_empty(), "nothing requested");
+}
+
+/// Killed with SIGKILL in the middle of the children, then run again:
+/// each issue and each comment once.
+#[tokio::test]
+async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once() {
+    let repo = Repo::with_issues(20);
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("github.toml");
+    std::fs::write(&path, file(&server.uri(), "")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The issues' page, then 7 comment chains.
+    common::kill_after(child, 8, std::time::Duration::from_millis(3)).await;
+    let (comments, _) = rows(&dir.path().join("out/comments.jsonl"));
+    assert!(
+        comments.len() < 40,
+        "killed before the last chain: {}",
+        comments.len()
+    );
+
+    let again = etl(dir.path(), &std::fs::read_to_string(&path).unwrap(), &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    let (issues, ids) = rows(&dir.path().join("out/issues.jsonl"));
+    assert_eq!(issues.len(), 20);
+    assert!(ids.values().all(|&n| n == 1));
+    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    assert_eq!(comments.len(), 40);
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+}
