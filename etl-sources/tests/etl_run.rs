@@ -119,6 +119,54 @@ async fn every_pagination_style_loads_every_record_once_and_a_rerun_writes_nothi
     }
 }
 
+/// A reject sent pretty-printed, then re-sent with its keys in another
+/// order: one line of the rejects file, in canonical form, kept once.
+#[tokio::test]
+async fn a_reject_sent_pretty_then_in_another_key_order_is_one_line_kept_once() {
+    let bodies = [
+        "{\"data\": [\n  {\"id\": 1, \"name\": \"ok\"},\n  {\n    \"name\": \"no id\",\n    \"tags\": {\"b\": 1, \"a\": 2}\n  }\n]}",
+        r#"{"data":[{"name":"ok","id":1},{"tags":{"a":2,"b":1},"name":"no id"}]}"#,
+    ];
+    let served = Arc::new(Mutex::new(0usize));
+    let server = wiremock::MockServer::start().await;
+    let count = served.clone();
+    wiremock::Mock::given(wiremock::matchers::path("/items"))
+        .respond_with(move |_: &wiremock::Request| {
+            let mut n = count.lock().unwrap();
+            let body = bodies[(*n).min(1)];
+            *n += 1;
+            ResponseTemplate::new(200).set_body_raw(body, "application/json")
+        })
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "name = \"items\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\n",
+        server.uri()
+    );
+    for (nth, new) in [(1, "(1 new)"), (2, "(0 new)")] {
+        let output = run(dir.path(), &file, &[]).await;
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "run {nth}: {}",
+            text(&output)
+        );
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains(new),
+            "run {nth}: {}",
+            text(&output)
+        );
+    }
+    let rejects = std::fs::read_to_string(dir.path().join("items.rejects.jsonl")).unwrap();
+    assert_eq!(rejects.lines().count(), 1, "{rejects}");
+    let line: Value = serde_json::from_str(rejects.trim_end()).unwrap();
+    assert_eq!(
+        line["raw"].to_string(),
+        r#"{"name":"no id","tags":{"a":2,"b":1}}"#
+    );
+}
+
 /// A POST list endpoint that takes its query and its cursor in the JSON
 /// body: every request is a POST of `[body]` with the cursor at the top
 /// level, and every record lands once.
