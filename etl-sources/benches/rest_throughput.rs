@@ -114,6 +114,37 @@ fn main() {
         Some(small_rss),
     );
 
+    // Parent and child: one parent page of 200 records, then one request
+    // chain of one page each, the child's URL made from its parent's value:
+    // the same 200 pages of items, with `_parent` on each record.
+    let family = dir.path().join("family.toml");
+    std::fs::write(
+        &family,
+        format!(
+            "name = \"shop\"\nurl = \"http://{addr}/\"\nrecords = \"/results\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n\
+             [[resource]]\nname = \"parents\"\npath = \"parents\"\nload = false\n\
+             [[resource]]\nname = \"items\"\nparent = \"parents\"\npath = \"items?page={{page}}\"\n\
+             [resource.from_parent]\npage = \"/page\"\n"
+        ),
+    )
+    .unwrap();
+    let family_runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl_family(&family, dir.path())).collect();
+    let family_wall = median(family_runs.iter().map(|r| r.0).collect());
+    let family_rss = family_runs.iter().map(|r| r.1).max().unwrap_or(0);
+    row(
+        "`etl run`, parent and child: 200 parents, a child page of 500 each (process)",
+        family_wall,
+        RECORDS,
+        Some(family_rss),
+    );
+    println!(
+        "\nparent and child: {:.2} ms a page against {:.2} ms a page for one resource ({:.2}x)",
+        family_wall * 1e3 / (pages.len() + 1) as f64,
+        etl_wall * 1e3 / pages.len() as f64,
+        (family_wall / (pages.len() + 1) as f64) / (etl_wall / pages.len() as f64)
+    );
+
     match std::env::var("ETL_DLT_PYTHON") {
         Ok(python) => {
             let runs: Vec<(f64, u64)> = (0..3).map(|_| dlt(&python, &first)).collect();
@@ -253,7 +284,13 @@ fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
                                 .and_then(|q| q.strip_prefix("page="))
                                 .and_then(|n| n.parse::<usize>().ok())
                                 .unwrap_or(1);
-                            let body = pages.get(page - 1).cloned().unwrap_or_default();
+                            // The parents of the parent-and-child run: one
+                            // page of one record a page of items.
+                            let body = if req.uri().path() == "/parents" {
+                                parents(pages.len())
+                            } else {
+                                pages.get(page - 1).cloned().unwrap_or_default()
+                            };
                             async move {
                                 let mut response = Response::new(Full::new(body));
                                 response.headers_mut().insert(
@@ -271,6 +308,13 @@ fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
         });
     });
     rx.recv().unwrap()
+}
+
+/// The parents' page: one record for each page of items, `{"id": n, "page": n}`.
+fn parents(pages: usize) -> Bytes {
+    let records: Vec<serde_json::Value> =
+        (1..=pages).map(|n| json!({"id": n, "page": n})).collect();
+    Bytes::from(serde_json::to_vec(&json!({ "results": records })).unwrap())
 }
 
 /// The limit: GET every page with reqwest, read the body, parse nothing.
@@ -319,6 +363,27 @@ fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
     let expected = max_pages.map_or(RECORDS, |n| n as usize * PAGE);
     assert!(
         run.stdout.contains(&format!("{expected} new rows")),
+        "etl run: {}",
+        run.stdout
+    );
+    (run.wall, run.max_rss_kb)
+}
+
+/// One parent-and-child `etl run` into a fresh directory: wall seconds and
+/// peak RSS (KB).
+fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
+    let out = dir.join("family");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut command = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+    command
+        .arg("run")
+        .arg(file)
+        .arg("--out")
+        .arg(&out)
+        .args(["--log-format", "json"]);
+    let run = gnu_time::run(command);
+    assert!(
+        run.stdout.contains(&format!("{RECORDS} new rows")),
         "etl run: {}",
         run.stdout
     );

@@ -148,19 +148,30 @@ pub struct ChildSource {
     template: Pipeline,
     options: SourceOptions,
     parents: VecDeque<ParentRecord>,
-    chain: Option<(RestSource, Value)>,
+    /// The chain under way, and its records' `_parent`.
+    chain: Option<(RestSource, Box<RawValue>)>,
     incremental: bool,
     /// `_parent` (its JSON text) -> the newest update time stored.
     cursors: Mutex<HashMap<String, String>>,
     /// The waits the finished chains were asked for.
     throttled: Duration,
     pages: u32,
+    /// The client every chain sends with, where their headers are the
+    /// same (no placeholder in them): one connection pool for all.
+    client: Option<reqwest::Client>,
+    shared_client: bool,
 }
 
 impl ChildSource {
     /// The child resource `template`, read for each of `parents`.
     pub fn new(template: Pipeline, options: SourceOptions, parents: Vec<ParentRecord>) -> Self {
+        let shared_client = template
+            .headers
+            .values()
+            .all(|v| super::config::placeholders(v).is_empty());
         ChildSource {
+            client: None,
+            shared_client,
             template,
             options,
             parents: parents.into(),
@@ -198,14 +209,26 @@ impl ChildSource {
             .template
             .for_parent(&text)
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
-        let mut source = RestSource::new(pipeline, self.options.clone())?;
-        let marker = Value::Object(values.into_iter().collect());
+        let client = match &self.client {
+            Some(client) => client.clone(),
+            None => {
+                let client = RestSource::client(&pipeline, &self.options)?;
+                if self.shared_client {
+                    self.client = Some(client.clone());
+                }
+                client
+            }
+        };
+        let mut source = RestSource::with_client(pipeline, self.options.clone(), client);
+        let marker = Value::Object(values.into_iter().collect()).to_string();
         if self.incremental {
             let cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
-            let cursor = cursors.get(&marker.to_string()).cloned();
+            let cursor = cursors.get(&marker).cloned();
             drop(cursors);
             source.read_since(cursor.as_deref())?;
         }
+        let marker = RawValue::from_string(marker)
+            .map_err(|e| EtlError::Parse(format!("{}: {e}", parent.shown)))?;
         self.chain = Some((source, marker));
         Ok(None)
     }

@@ -90,8 +90,29 @@ pub struct RestSource {
 impl RestSource {
     /// A source reading as `pipeline` says.
     pub fn new(pipeline: Pipeline, options: SourceOptions) -> Result<Self, EtlError> {
+        let client = Self::client(&pipeline, &options)?;
+        Ok(Self::with_client(pipeline, options, client))
+    }
+
+    /// The HTTP client a source of `pipeline` sends with: its headers (the
+    /// auth's included), its timeout, redirects kept on its origin.
+    pub(crate) fn client(
+        pipeline: &Pipeline,
+        options: &SourceOptions,
+    ) -> Result<reqwest::Client, EtlError> {
+        wire::client(&pipeline.url.origin(), headers(pipeline)?, options.timeout)
+    }
+
+    /// A source of `pipeline` sending with `client`, made by
+    /// [`RestSource::client`] for a pipeline of the same headers and
+    /// origin (the chains of one child resource share one, and so its
+    /// connections).
+    pub(crate) fn with_client(
+        pipeline: Pipeline,
+        options: SourceOptions,
+        client: reqwest::Client,
+    ) -> Self {
         let origin = pipeline.url.origin();
-        let client = wire::client(&origin, headers(&pipeline)?, options.timeout)?;
         let paginator = pipeline.paginate.clone();
         let mut source = RestSource {
             client,
@@ -105,7 +126,7 @@ impl RestSource {
             pipeline,
         };
         source.next = Some(source.paginator.first(&source.base(None)));
-        Ok(source)
+        source
     }
 
     /// The file it reads by.

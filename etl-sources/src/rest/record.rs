@@ -92,10 +92,13 @@ impl JsonRecord {
     /// record, with the parent's values it was fetched with), in canonical
     /// form again: two parents' children never share a content key by
     /// accident.
-    pub fn with_parent(&self, parent: &Value) -> Result<Self, String> {
-        let mut object: serde_json::Map<String, Value> =
+    pub fn with_parent(&self, parent: &RawValue) -> Result<Self, String> {
+        // The members as they stand (nothing below the top level is
+        // parsed), in the byte order of their names: the order canonical
+        // text keeps, so the result is canonical again.
+        let mut object: std::collections::BTreeMap<String, &RawValue> =
             serde_json::from_str(self.canonical.get()).map_err(|e| e.to_string())?;
-        object.insert("_parent".into(), parent.clone());
+        object.insert("_parent".into(), parent);
         let text = serde_json::to_string(&object).map_err(|e| e.to_string())?;
         Ok(JsonRecord {
             canonical: RawValue::from_string(text).map_err(|e| e.to_string())?,
@@ -185,6 +188,27 @@ mod tests {
             serde_json::to_string(&r).unwrap(),
             r#"{"id":"a","m":{"x":0,"y":[{"a":2,"b":1}]},"z":1}"#
         );
+    }
+
+    #[test]
+    fn a_parent_member_keeps_the_record_canonical() {
+        let id = Pointer::parse("/id").unwrap();
+        let r = JsonRecord::read(
+            r#"{"id": 1, "Z": 0, "a": {"y": 1, "x": 2}, "_z": 3}"#,
+            &id,
+            None,
+        )
+        .unwrap();
+        let parent = RawValue::from_string(r#"{"number":7}"#.into()).unwrap();
+        let child = r.with_parent(&parent).unwrap();
+        let mut expected: Value = serde_json::from_str(r.json()).unwrap();
+        expected["_parent"] = serde_json::json!({"number": 7});
+        assert_eq!(
+            child.json(),
+            expected.to_string(),
+            "as serde_json's Value writes it"
+        );
+        assert_eq!(child.id(), "1");
     }
 
     #[test]
