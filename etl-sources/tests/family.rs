@@ -349,3 +349,55 @@ async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once()
     assert_eq!(comments.len(), 40);
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
+
+/// Into PostgreSQL: each resource its own table, named as the resource;
+/// each child row carries `_parent`; a re-run writes nothing.
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn into_postgresql_each_resource_is_its_own_table_and_children_carry_their_parent() {
+    use tokio_postgres::NoTls;
+    let url = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    for table in ["issues", "comments", "issues_rejects", "comments_rejects"] {
+        client
+            .batch_execute(&format!("DROP TABLE IF EXISTS \"{table}\" CASCADE"))
+            .await
+            .unwrap();
+    }
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("github.toml");
+    std::fs::write(&path, file(&server.uri(), "")).unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("run")
+            .arg(&path)
+            .args(["--out", &url])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+    };
+    let first = run().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let count = |sql: String| {
+        let client = &client;
+        async move { client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(count("SELECT count(*) FROM issues".into()).await, 3);
+    assert_eq!(
+        count("SELECT count(DISTINCT content_key) FROM comments".into()).await,
+        6
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM comments WHERE (row::jsonb -> '_parent' ->> 'number') IS NOT NULL".into()).await,
+        6
+    );
+    let again = run().await.unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(stdout.matches(" 0 new rows").count(), 2, "{stdout}");
+    assert_eq!(count("SELECT count(*) FROM comments".into()).await, 6);
+}
