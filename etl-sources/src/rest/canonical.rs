@@ -47,6 +47,47 @@ impl<'a> Canonical<'a> {
         Ok(Canonical { text, members })
     }
 
+    /// Sets the top-level member `key` to `value` (canonical JSON text),
+    /// in its sorted place: the text `Value::insert` then `to_string` would
+    /// give, written into the text already made rather than parsed again.
+    /// Only for an object.
+    pub(crate) fn insert(&mut self, key: &'a str, value: &str) -> Result<(), serde_json::Error> {
+        let written_key = serde_json::to_string(key)?;
+        let member = format!("{written_key}:{value}");
+        let at = self.members.binary_search_by(|(k, _)| k.as_ref().cmp(key));
+        // Where a member's text starts: its key, before its value's range.
+        let start = |i: usize| -> usize {
+            let (k, range) = &self.members[i];
+            range.start - 1 - serde_json::to_string(k.as_ref()).map_or(0, |t| t.len())
+        };
+        let (range, replace_with, shift_from) = match at {
+            // A member of that key already: its text is replaced.
+            Ok(i) => (start(i)..self.members[i].1.end, member.clone(), i + 1),
+            Err(i) if self.members.is_empty() => (1..1, member.clone(), i),
+            Err(i) if i < self.members.len() => (start(i)..start(i), format!("{member},"), i),
+            Err(i) => {
+                let end = self.members[i - 1].1.end;
+                (end..end, format!(",{member}"), i)
+            }
+        };
+        let old_len = range.end - range.start;
+        let value_start = range.start + replace_with.len()
+            - value.len()
+            - usize::from(replace_with.ends_with(','));
+        self.text.replace_range(range, &replace_with);
+        let grown = replace_with.len() as isize - old_len as isize;
+        for (_, r) in &mut self.members[shift_from..] {
+            r.start = r.start.wrapping_add_signed(grown);
+            r.end = r.end.wrapping_add_signed(grown);
+        }
+        let entry = (Cow::Borrowed(key), value_start..value_start + value.len());
+        match at {
+            Ok(i) => self.members[i] = entry,
+            Err(i) => self.members.insert(i, entry),
+        }
+        Ok(())
+    }
+
     /// Whether the value is an object.
     pub(crate) fn is_object(&self) -> bool {
         self.text.starts_with('{')
@@ -315,6 +356,40 @@ mod tests {
         fn of_its_own_output_is_the_same(value in json()) {
             let once = canonical(&value.to_string()).unwrap();
             prop_assert_eq!(canonical(&once).unwrap(), once.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod insert_tests {
+    use super::*;
+
+    #[test]
+    fn a_member_goes_in_its_sorted_place_as_value_insert_puts_it() {
+        let parent = r#"{"number":7}"#;
+        for text in [
+            r#"{"id": 1, "Z": 0, "a": {"y": 1, "x": 2}, "_z": 3}"#,
+            r#"{"b": 1}"#,
+            r#"{"A": 1}"#,
+            "{}",
+            r#"{"_parent": {"old": 1}, "id": 2}"#,
+            r#"{"a\"b": 1, "_a": [1, 2]}"#,
+        ] {
+            let mut c = Canonical::of(text).unwrap();
+            c.insert("_parent", parent).unwrap();
+            let mut expected: Value = serde_json::from_str(text).unwrap();
+            expected["_parent"] = serde_json::from_str(parent).unwrap();
+            assert_eq!(c.text, expected.to_string(), "{text}");
+            // The members still point at their values.
+            for (key, value) in expected.as_object().unwrap() {
+                let p = Pointer::parse(&format!("/{}", key.replace('~', "~0").replace('/', "~1")))
+                    .unwrap();
+                assert_eq!(
+                    c.value_at(&p).unwrap().as_ref(),
+                    Some(value),
+                    "{text}: {key}"
+                );
+            }
         }
     }
 }

@@ -148,8 +148,8 @@ pub struct ChildSource {
     template: Pipeline,
     options: SourceOptions,
     parents: VecDeque<ParentRecord>,
-    /// The chain under way, and its records' `_parent`.
-    chain: Option<(RestSource, Box<RawValue>)>,
+    /// The chain under way.
+    chain: Option<RestSource>,
     incremental: bool,
     /// `_parent` (its JSON text) -> the newest update time stored.
     cursors: Mutex<HashMap<String, String>>,
@@ -227,9 +227,8 @@ impl ChildSource {
             drop(cursors);
             source.read_since(cursor.as_deref())?;
         }
-        let marker = RawValue::from_string(marker)
-            .map_err(|e| EtlError::Parse(format!("{}: {e}", parent.shown)))?;
-        self.chain = Some((source, marker));
+        source.set_parent(marker);
+        self.chain = Some(source);
         Ok(None)
     }
 }
@@ -239,7 +238,7 @@ impl Source for ChildSource {
 
     async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
         loop {
-            let Some((source, marker)) = &mut self.chain else {
+            let Some(source) = &mut self.chain else {
                 let Some(parent) = self.parents.pop_front() else {
                     return Ok(None);
                 };
@@ -259,14 +258,8 @@ impl Source for ChildSource {
                     self.throttled += source.throttled();
                     self.chain = None;
                 }
-                Some(mut page) => {
+                Some(page) => {
                     self.pages += 1;
-                    page.rows = page
-                        .rows
-                        .iter()
-                        .map(|r| r.with_parent(marker))
-                        .collect::<Result<_, _>>()
-                        .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
                     return Ok(Some(page));
                 }
             }
@@ -278,7 +271,7 @@ impl Source for ChildSource {
             + self
                 .chain
                 .as_ref()
-                .map_or(Duration::ZERO, |(s, _)| s.throttled())
+                .map_or(Duration::ZERO, |s| s.throttled())
     }
 
     /// Each chain reads from its own parent's cursor; the one given (the
@@ -297,7 +290,7 @@ impl Source for ChildSource {
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         let at = self.template.updated_at.as_ref()?;
         let row: Value = serde_json::from_slice(stored).ok()?;
-        let stamp = at.read(at.pointer.get(&row)?).ok()??;
+        let stamp = at.read(at.pointer.get(&row)?.clone()).ok()??;
         if let Some(parent) = row.get("_parent") {
             let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
             let newest = cursors.entry(parent.to_string()).or_default();

@@ -85,6 +85,8 @@ pub struct RestSource {
     /// A pagination that stopped making progress: the next call fails
     /// with this, after the page that showed it was handed over.
     stalled: Option<EtlError>,
+    /// For a chain of a child resource: the `_parent` its records carry.
+    parent: Option<String>,
 }
 
 impl RestSource {
@@ -123,10 +125,17 @@ impl RestSource {
             max_retry_after: options.max_retry_after,
             throttle: wire::Throttle::default(),
             stalled: None,
+            parent: None,
             pipeline,
         };
         source.next = Some(source.paginator.first(&source.base(None)));
         source
+    }
+
+    /// Makes this source one chain of a child resource: each record it
+    /// reads carries `"_parent": parent` (canonical JSON text).
+    pub(crate) fn set_parent(&mut self, parent: String) {
+        self.parent = Some(parent);
     }
 
     /// The file it reads by.
@@ -308,6 +317,7 @@ impl Source for RestSource {
             &entries,
             &self.pipeline.id,
             self.pipeline.updated_at.as_ref(),
+            self.parent.as_deref(),
             &shown,
         );
         self.pages += 1;
@@ -374,6 +384,6 @@ impl Source for RestSource {
             .ok()?
             .value_at(&at.pointer)
             .ok()??;
-        at.read(&value).ok()?.map(Cow::Owned)
+        at.read(value).ok()?.map(Cow::Owned)
     }
 }

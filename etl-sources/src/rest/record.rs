@@ -55,9 +55,27 @@ impl JsonRecord {
     /// RFC 3339 string, a number of Unix seconds (or milliseconds, as its
     /// unit says) or nothing. The error says what did not read.
     pub fn read(entry: &str, id: &Pointer, updated_at: Option<&UpdatedAt>) -> Result<Self, String> {
-        let canonical = Canonical::of(entry).map_err(|e| e.to_string())?;
+        Self::read_in(entry, id, updated_at, None)
+    }
+
+    /// [`JsonRecord::read`] of a child record: with the member `_parent`
+    /// set to `parent` (the parent's values it was fetched with, canonical
+    /// JSON text), so that children join to their parent and two parents'
+    /// children never share a content key by accident.
+    pub(crate) fn read_in(
+        entry: &str,
+        id: &Pointer,
+        updated_at: Option<&UpdatedAt>,
+        parent: Option<&str>,
+    ) -> Result<Self, String> {
+        let mut canonical = Canonical::of(entry).map_err(|e| e.to_string())?;
         if !canonical.is_object() {
             return Err("not a JSON object".into());
+        }
+        if let Some(parent) = parent {
+            canonical
+                .insert("_parent", parent)
+                .map_err(|e| e.to_string())?;
         }
         let found = |p: &Pointer| canonical.value_at(p).map_err(|e| e.to_string());
         let id_text = match found(id)? {
@@ -76,7 +94,7 @@ impl JsonRecord {
             Some(at) => match found(&at.pointer)? {
                 None => None,
                 Some(value) => at
-                    .read(&value)
+                    .read(value)
                     .map_err(|e| format!("updated_at {}: {e}", at.pointer))?,
             },
         };
@@ -85,25 +103,6 @@ impl JsonRecord {
             canonical,
             id: id_text,
             updated_at,
-        })
-    }
-
-    /// The record with the member `_parent` set to `parent` (a child
-    /// record, with the parent's values it was fetched with), in canonical
-    /// form again: two parents' children never share a content key by
-    /// accident.
-    pub fn with_parent(&self, parent: &RawValue) -> Result<Self, String> {
-        // The members as they stand (nothing below the top level is
-        // parsed), in the byte order of their names: the order canonical
-        // text keeps, so the result is canonical again.
-        let mut object: std::collections::BTreeMap<String, &RawValue> =
-            serde_json::from_str(self.canonical.get()).map_err(|e| e.to_string())?;
-        object.insert("_parent".into(), parent);
-        let text = serde_json::to_string(&object).map_err(|e| e.to_string())?;
-        Ok(JsonRecord {
-            canonical: RawValue::from_string(text).map_err(|e| e.to_string())?,
-            id: self.id.clone(),
-            updated_at: self.updated_at.clone(),
         })
     }
 
@@ -147,11 +146,12 @@ pub(crate) fn read_entries(
     entries: &[&RawValue],
     id: &Pointer,
     updated_at: Option<&UpdatedAt>,
+    parent: Option<&str>,
     source: &str,
 ) -> (Vec<JsonRecord>, Vec<Reject>) {
     // Each entry parsed on every core: most of a page's work.
     let read = etl_core::content::par_map(entries, |entry| {
-        JsonRecord::read(entry.get(), id, updated_at)
+        JsonRecord::read_in(entry.get(), id, updated_at, parent)
     });
     let mut records = Vec::with_capacity(entries.len());
     let mut rejects = Vec::new();
@@ -191,17 +191,11 @@ mod tests {
     }
 
     #[test]
-    fn a_parent_member_keeps_the_record_canonical() {
+    fn a_child_record_carries_its_parent_in_canonical_form() {
         let id = Pointer::parse("/id").unwrap();
-        let r = JsonRecord::read(
-            r#"{"id": 1, "Z": 0, "a": {"y": 1, "x": 2}, "_z": 3}"#,
-            &id,
-            None,
-        )
-        .unwrap();
-        let parent = RawValue::from_string(r#"{"number":7}"#.into()).unwrap();
-        let child = r.with_parent(&parent).unwrap();
-        let mut expected: Value = serde_json::from_str(r.json()).unwrap();
+        let entry = r#"{"id": 1, "Z": 0, "a": {"y": 1, "x": 2}, "_z": 3}"#;
+        let child = JsonRecord::read_in(entry, &id, None, Some(r#"{"number":7}"#)).unwrap();
+        let mut expected: Value = serde_json::from_str(entry).unwrap();
         expected["_parent"] = serde_json::json!({"number": 7});
         assert_eq!(
             child.json(),

@@ -24,7 +24,7 @@ pub struct UpdatedAt {
 impl UpdatedAt {
     /// The update time found in a record, as RFC 3339 text; `Err` says
     /// what was found and what was expected.
-    pub(crate) fn read(&self, value: &Value) -> Result<Option<String>, String> {
+    pub(crate) fn read(&self, value: Value) -> Result<Option<String>, String> {
         read(value, self.unit.unwrap_or_default())
     }
 
@@ -75,15 +75,15 @@ const LAST: u64 = 253_402_300_799;
 /// (checked by the output that reads it), a number of `unit`s since the
 /// Unix epoch made into UTC text. `Err` says what was found and what was
 /// expected.
-pub(crate) fn read(value: &Value, unit: TimeUnit) -> Result<Option<String>, String> {
+pub(crate) fn read(value: Value, unit: TimeUnit) -> Result<Option<String>, String> {
     match value {
         Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
-        Value::Number(n) => from_number(n, unit).map(Some),
+        Value::String(s) => Ok(Some(s)),
+        Value::Number(n) => from_number(&n, unit).map(Some),
         other => Err(format!(
             "expected an RFC 3339 string or a number of Unix {}, found {}",
             unit_name(unit),
-            kind(other)
+            kind(&other)
         )),
     }
 }
@@ -177,31 +177,31 @@ mod tests {
         let s = TimeUnit::Seconds;
         let ms = TimeUnit::Millis;
         assert_eq!(
-            read(&json!(1_767_225_600), s).unwrap().unwrap(),
+            read(json!(1_767_225_600), s).unwrap().unwrap(),
             "2026-01-01T00:00:00Z"
         );
         assert_eq!(
-            read(&json!(1_767_225_600.25), s).unwrap().unwrap(),
+            read(json!(1_767_225_600.25), s).unwrap().unwrap(),
             "2026-01-01T00:00:00.250000Z"
         );
         assert_eq!(
-            read(&json!(1_767_225_600_500u64), ms).unwrap().unwrap(),
+            read(json!(1_767_225_600_500u64), ms).unwrap().unwrap(),
             "2026-01-01T00:00:00.500000Z"
         );
         assert_eq!(
-            read(&json!("2026-01-01T00:00:00Z"), s).unwrap().unwrap(),
+            read(json!("2026-01-01T00:00:00Z"), s).unwrap().unwrap(),
             "2026-01-01T00:00:00Z"
         );
-        assert_eq!(read(&json!(null), s).unwrap(), None);
-        let e = read(&json!(true), s).unwrap_err();
+        assert_eq!(read(json!(null), s).unwrap(), None);
+        let e = read(json!(true), s).unwrap_err();
         assert!(
             e.contains("found a boolean") && e.contains("Unix seconds"),
             "{e}"
         );
-        let e = read(&json!(-5), s).unwrap_err();
+        let e = read(json!(-5), s).unwrap_err();
         assert!(e.contains("-5"), "{e}");
-        assert!(read(&json!(u64::MAX), s).is_err());
-        assert!(read(&json!(1e300), s).is_err());
+        assert!(read(json!(u64::MAX), s).is_err());
+        assert!(read(json!(1e300), s).is_err());
     }
 
     #[test]
