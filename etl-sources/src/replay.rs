@@ -3,7 +3,8 @@
 //!
 //! It pages a list of launch objects the way the API does (`limit`,
 //! `offset`, `next`), filters and sorts them as the API's list endpoints do
-//! (`last_updated__gte=<ISO 8601>`, `ordering=last_updated`), can change a
+//! (`last_updated__gte=<ISO 8601>`, `ordering=last_updated`, a provider's
+//! launches by `lsp__id`), can change a
 //! launch in the middle of a run (as the live data does), and can answer the
 //! first request for chosen pages with a 429 (with `Retry-After` and DRF's
 //! throttle body) or an HTML 503, so retries can be seen happening.
@@ -212,10 +213,16 @@ async fn answer(
     let offset = query("offset").unwrap_or(0);
     let since = text("last_updated__gte");
     let ordering = text("ordering");
+    let provider = text("lsp__id");
     // The page is where its first entry stands in the whole listing, so a
     // request by cursor (`last_updated__gte`, small offset) and one by
     // offset count pages alike.
-    let (listing, filtered_out) = listing(&state, since.as_deref(), ordering.as_deref());
+    let (listing, filtered_out) = listing(
+        &state,
+        since.as_deref(),
+        ordering.as_deref(),
+        provider.as_deref(),
+    );
     let page = u32::try_from((filtered_out + offset) / limit + 1).unwrap_or(u32::MAX);
 
     let first_request = state
@@ -248,7 +255,11 @@ async fn answer(
     let results: Vec<&Value> = listing.iter().skip(offset).take(limit).collect();
     // As the API's links do, `next` and `previous` keep the filters.
     let mut filters = String::new();
-    for (key, value) in [("last_updated__gte", &since), ("ordering", &ordering)] {
+    for (key, value) in [
+        ("last_updated__gte", &since),
+        ("ordering", &ordering),
+        ("lsp__id", &provider),
+    ] {
         if let Some(value) = value {
             filters.push('&');
             filters.push_str(
@@ -295,12 +306,28 @@ fn apply_updates(state: &State, answered: u32) {
 /// The launches a list request sees: those updated at or after `since`,
 /// sorted by `last_updated` (stable, so ties keep their order) when asked;
 /// and how many the filter left out, from the same look at the data.
-fn listing(state: &State, since: Option<&str>, ordering: Option<&str>) -> (Vec<Value>, usize) {
+fn listing(
+    state: &State,
+    since: Option<&str>,
+    ordering: Option<&str>,
+    provider: Option<&str>,
+) -> (Vec<Value>, usize) {
     let launches = state.launches.lock().unwrap_or_else(|e| e.into_inner());
     let updated = |l: &Value| l["last_updated"].as_str().map(str::to_owned);
+    // The API's `lsp__id`: the launches of one launch service provider.
+    let by = |l: &Value| {
+        provider.is_none_or(|p| {
+            l["launch_service_provider"]["id"]
+                .as_u64()
+                .map(|id| id.to_string())
+                .as_deref()
+                == Some(p)
+        })
+    };
     let mut listing: Vec<Value> = launches
         .iter()
         .filter(|l| since.is_none_or(|since| updated(l).is_some_and(|u| u.as_str() >= since)))
+        .filter(|l| by(l))
         .cloned()
         .collect();
     match ordering {

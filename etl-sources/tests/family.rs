@@ -401,3 +401,37 @@ async fn into_postgresql_each_resource_is_its_own_table_and_children_carry_their
     assert_eq!(stdout.matches(" 0 new rows").count(), 2, "{stdout}");
     assert_eq!(count("SELECT count(*) FROM comments".into()).await, 6);
 }
+
+/// `etl demo --parent-child`: the launches, and each launch's provider's
+/// upcoming launches from the offline server, each child with `_parent`.
+#[tokio::test]
+async fn the_parent_and_child_demo_runs_with_no_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let demo = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .args(["demo", "--parent-child", "--out"])
+        .arg(&out)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(demo.status.code(), Some(0), "{}", text(&demo));
+    let stdout = String::from_utf8_lossy(&demo.stdout);
+    assert!(
+        stdout.contains("parent = \"launches\""),
+        "prints its file: {stdout}"
+    );
+    assert!(
+        stdout.contains("done: launches: 3 pages, 12 records read, 12 new rows"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("done: same_provider: "), "{stdout}");
+    let (children, ids) = rows(&out.join("same_provider.jsonl"));
+    assert!(!children.is_empty());
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    for child in &children {
+        assert_eq!(
+            child["_parent"]["provider"], child["launch_service_provider"]["id"],
+            "each child is a launch of its parent's provider"
+        );
+    }
+}

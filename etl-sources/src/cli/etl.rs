@@ -34,7 +34,20 @@ pub enum Command {
     Run(RunArgs),
     /// Run a pipeline file against the bundled Launch Library dataset,
     /// served from 127.0.0.1 (no network); prints the file first.
-    Demo(Flags),
+    Demo(DemoArgs),
+}
+
+/// `etl demo`'s arguments.
+#[derive(Debug, ClapArgs)]
+pub struct DemoArgs {
+    /// A file of a parent and a child resource: the launches, and for each
+    /// launch its provider's upcoming launches (one request chain a
+    /// launch), into --out as a directory [default: .].
+    #[arg(long)]
+    pub parent_child: bool,
+    /// Everything else.
+    #[command(flatten)]
+    pub flags: Flags,
 }
 
 /// `etl run`'s arguments.
@@ -97,7 +110,7 @@ impl Etl {
     fn flags(&self) -> &Flags {
         match &self.command {
             Command::Run(run) => &run.flags,
-            Command::Demo(flags) => flags,
+            Command::Demo(demo) => &demo.flags,
         }
     }
 }
@@ -116,6 +129,34 @@ limit = "5"
 [paginate]
 style = "next_url"
 next = "/next"
+"#;
+
+/// The file `etl demo --parent-child` runs: the launches, and for each
+/// launch the upcoming launches of its launch service provider.
+pub const DEMO_PARENT_CHILD: &str = r#"# Launch Library 2's upcoming launches, and for each launch the upcoming
+# launches of its provider (lsp__id), as the bundled replay server serves them.
+name = "launches_demo"
+url = "REPLAY_URL"
+records = "/results"
+id = "/id"
+updated_at = "/last_updated"
+
+[params]
+limit = "5"
+
+[paginate]
+style = "next_url"
+next = "/next"
+
+[[resource]]
+name = "launches"
+
+[[resource]]
+name = "same_provider"
+parent = "launches"
+params = { lsp__id = "{provider}" }
+[resource.from_parent]
+provider = "/launch_service_provider/id"
 "#;
 
 /// One whole `etl` run; the exit status. As [`super::run`] for `launches`:
@@ -138,9 +179,15 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
             }),
             None,
         ),
-        Command::Demo(_) => match ReplayServer::start(Replay::bundled()).await {
+        Command::Demo(demo) => match ReplayServer::start(Replay::bundled()).await {
             Ok(server) => {
-                let text = DEMO_PIPELINE.replace("REPLAY_URL", server.url().as_str());
+                let file = if demo.parent_child {
+                    many = true;
+                    DEMO_PARENT_CHILD
+                } else {
+                    DEMO_PIPELINE
+                };
+                let text = file.replace("REPLAY_URL", server.url().as_str());
                 println!("{text}");
                 (
                     Pipeline::parse_all(&text, "demo.toml", |_| None)
