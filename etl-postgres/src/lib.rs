@@ -181,6 +181,30 @@ impl PostgresSink {
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
+    /// For each value of the rows' top-level member `member` (a child
+    /// resource's `_parent`), the newest `updated_at` of the rows holding
+    /// it: the value as compact JSON text with its keys sorted, the time in
+    /// RFC 3339. Rows without the member, or without an update time, are
+    /// left out. One grouped read of the table's rows that hold it.
+    pub async fn newest_by_member(&self, member: &str) -> Result<Vec<(String, String)>, EtlError> {
+        let key = format!("'{}'", member.replace('\'', "''"));
+        let sql = format!(
+            "SELECT (row -> {key})::text, max(updated_at) FROM {} \
+             WHERE row ? {key} AND updated_at IS NOT NULL GROUP BY row -> {key}",
+            self.table.quoted()
+        );
+        let mut newest = Vec::new();
+        for row in self.query(&sql).await? {
+            let value: String = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+            let at: SystemTime = row.try_get(1).map_err(|e| errors::from_pg_plain(&e))?;
+            // jsonb writes `{"a": 1}`; the key is the compact, sorted form.
+            let value: serde_json::Value = serde_json::from_str(&value)
+                .map_err(|e| EtlError::Parse(format!("{member} of a stored row: {e}")))?;
+            newest.push((value.to_string(), humantime::format_rfc3339(at).to_string()));
+        }
+        Ok(newest)
+    }
+
     /// How many rows the table holds. A `count(*)`: it reads the whole
     /// table (`launches` does not call it), so keep it for small tables and
     /// tests.

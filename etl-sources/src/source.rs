@@ -5,6 +5,7 @@
 
 use etl_core::{EtlError, Record, Reject, Row};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 use url::Url;
@@ -111,6 +112,15 @@ pub trait Source: Send {
         Err(EtlError::InvalidInput(
             "this source cannot read incrementally".into(),
         ))
+    }
+
+    /// For a source whose rows carry `_parent` (a child resource, one
+    /// request chain a parent): the cursor of each parent's chain, by its
+    /// `_parent` as compact JSON text, for the output to fill before the
+    /// first page of an incremental read. `None` by default: the source
+    /// reads as one.
+    fn parent_cursors(&mut self) -> Option<&mut HashMap<String, String>> {
+        None
     }
 
     /// The [`Record::updated_at`] of a row as stored (one JSONL line, its

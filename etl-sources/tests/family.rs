@@ -400,6 +400,39 @@ async fn into_postgresql_each_resource_is_its_own_table_and_children_carry_their
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert_eq!(stdout.matches(" 0 new rows").count(), 2, "{stdout}");
     assert_eq!(count("SELECT count(*) FROM comments".into()).await, 6);
+
+    // Incremental, the cursors kept by the tables: issue 2 changes and
+    // gets a comment; only its comments are asked for, from its own newest.
+    repo.seen.lock().unwrap().clear();
+    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
+    repo.comments
+        .lock()
+        .unwrap()
+        .get_mut(&2)
+        .unwrap()
+        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    let incremental = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(&path)
+        .args(["--out", &url, "--incremental"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(incremental.status.code(), Some(0), "{}", text(&incremental));
+    // Issue 3, the newest held, is met again at the issues' cursor: its
+    // chain is read too, from its own newest comment.
+    assert_eq!(
+        repo.comment_requests(),
+        [
+            ("/repos/o/r/issues/2/comments".to_string(), Some(at(12))),
+            ("/repos/o/r/issues/3/comments".to_string(), Some(at(12)))
+        ],
+        "the issues read, each from its own newest held comment"
+    );
+    assert_eq!(count("SELECT count(*) FROM comments".into()).await, 7);
 }
 
 /// `etl demo --parent-child`: the launches, and each launch's provider's

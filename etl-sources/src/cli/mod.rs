@@ -215,6 +215,20 @@ impl Job {
             source
                 .read_since(since.as_deref())
                 .map_err(|e| failed(e.to_string()))?;
+            // A child resource: each parent's chain from its own cursor,
+            // where the output keeps them by parent (a table).
+            if let Some(cursors) = source.parent_cursors() {
+                for (parent, newest) in output
+                    .cursors_by_parent()
+                    .await
+                    .map_err(|e| failed(e.to_string()))?
+                {
+                    let held = cursors.entry(parent).or_default();
+                    if crate::cursor::is_newer(&newest, held) {
+                        *held = newest;
+                    }
+                }
+            }
             since
         } else {
             None

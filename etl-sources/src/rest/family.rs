@@ -132,6 +132,10 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         self.inner.stored_updated_at(stored)
     }
+
+    fn parent_cursors(&mut self) -> Option<&mut HashMap<String, String>> {
+        self.inner.parent_cursors()
+    }
 }
 
 /// A child resource: one request chain for each parent record, in the
@@ -141,8 +145,9 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
 ///
 /// Read incrementally, each chain asks from its own cursor: the newest
 /// update time among the stored children of that parent (learnt from the
-/// stored rows an output scans, [`Source::stored_updated_at`]); a parent
-/// with none stored reads everything (or from `initial`).
+/// stored rows a JSONL output scans, [`Source::stored_updated_at`], or
+/// handed over by a table output through [`Source::parent_cursors`]); a
+/// parent with none stored reads everything (or from `initial`).
 #[derive(Debug)]
 pub struct ChildSource {
     template: Pipeline,
@@ -283,6 +288,14 @@ impl Source for ChildSource {
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
         self.incremental = true;
         Ok(())
+    }
+
+    fn parent_cursors(&mut self) -> Option<&mut HashMap<String, String>> {
+        Some(
+            self.cursors
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// A stored child's update time, and, as a scan goes, the newest one

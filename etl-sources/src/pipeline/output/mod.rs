@@ -70,7 +70,19 @@ pub trait Output<T: Record>: Send + Sync + std::fmt::Debug {
     /// Where the rows and rejects go, in words. Fails only for a table
     /// whose rejects table name would be too long.
     fn describe(&self) -> Result<Described, EtlError>;
+
+    /// For the rows of a child resource: each `_parent` held (its compact
+    /// JSON text, keys sorted) with the newest update time among its rows,
+    /// the cursor of that parent's chain. Empty by default: an output that
+    /// keeps JSONL lines tells its source through [`Output::cursor`]'s
+    /// scan, and one that cannot tell leaves each chain to read whole.
+    fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
+
+/// What [`Output::cursors_by_parent`] answers.
+pub type ParentCursorsFuture<'a> = BoxFuture<'a, Result<Vec<(String, String)>, EtlError>>;
 
 /// Where an [`Output`] writes, in words, for a run's summary line.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,7 +4,9 @@ use etl_core::{EtlError, IdempotentSink, Record, RejectSink, Sink};
 use etl_postgres::PostgresSink;
 use futures_util::FutureExt;
 
-use super::{CursorFuture, Described, Options, Output, StoredUpdatedAt, REMEMBERED_KEYS};
+use super::{
+    CursorFuture, Described, Options, Output, ParentCursorsFuture, StoredUpdatedAt, REMEMBERED_KEYS,
+};
 
 /// A PostgreSQL output. The table decides what is new itself, whoever else
 /// loads into it: nothing of it is read at start, and the bounded memory in
@@ -38,6 +40,11 @@ impl<T: Record + Clone> Output<T> for Postgres {
     /// One look into the `updated_at` index.
     fn cursor(&self, _stored: &StoredUpdatedAt<'_>) -> CursorFuture<'_> {
         self.sink.inner().newest_last_updated().boxed()
+    }
+
+    /// One grouped read of the rows that hold `_parent`.
+    fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
+        self.sink.inner().newest_by_member("_parent").boxed()
     }
 
     fn describe(&self) -> Result<Described, EtlError> {
