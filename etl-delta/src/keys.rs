@@ -247,6 +247,52 @@ async fn read_filters(
     })
 }
 
+/// Every row's `text` column and `time` column (a timestamp, in
+/// microseconds; `None` for null) in one file: what a scan of the rows
+/// themselves needs (a child's cursor by parent).
+pub(crate) async fn read_text_and_time(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    (text, time): (&str, &str),
+    location: &str,
+) -> Result<Vec<(String, Option<i64>)>, EtlError> {
+    let builder = open_file(store, file, location).await?;
+    let leaves = [
+        key_leaf(&builder, text, file, location)?,
+        key_leaf(&builder, time, file, location)?,
+    ];
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
+    let fail = |e| from_parquet(e, file.path.as_ref(), location);
+    let mut stream = builder.with_projection(mask).build().map_err(fail)?;
+    let not_a = |what: &str, e: &dyn std::fmt::Display| {
+        EtlError::InvalidInput(format!(
+            "Delta table {location}: `{what}` of {} does not read: {e}",
+            file.path
+        ))
+    };
+    let mut rows = Vec::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(fail)?;
+        let texts = batch
+            .column_by_name(text)
+            .ok_or_else(|| not_a(text, &"missing"))?;
+        let texts = cast(texts, &ArrowType::Utf8).map_err(|e| not_a(text, &e))?;
+        let texts = texts.as_string::<i32>();
+        let times = batch
+            .column_by_name(time)
+            .ok_or_else(|| not_a(time, &"missing"))?;
+        let times = cast(times, &ArrowType::Int64).map_err(|e| not_a(time, &e))?;
+        let times = times.as_primitive::<deltalake::arrow::datatypes::Int64Type>();
+        for i in 0..batch.num_rows() {
+            if texts.is_valid(i) {
+                let at = times.is_valid(i).then(|| times.value(i));
+                rows.push((texts.value(i).to_owned(), at));
+            }
+        }
+    }
+    Ok(rows)
+}
+
 /// The keys stored in one row group of a file (`None`: every row group).
 async fn read_keys(
     store: &Arc<dyn ObjectStore>,

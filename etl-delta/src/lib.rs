@@ -143,6 +143,47 @@ impl DeltaSink {
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
+    /// For each value of the rows' top-level member `member` (a child
+    /// resource's `_parent`), the newest `updated_at` of the rows holding
+    /// it: the value as compact JSON text with its keys sorted, the time in
+    /// RFC 3339. Reads the `row` and `updated_at` columns of every live
+    /// file: a scan of the table, for a child's incremental cursors.
+    pub async fn newest_by_member(&self, member: &str) -> Result<Vec<(String, String)>, EtlError> {
+        let files = self
+            .rows
+            .live_files(|f| keys::DataFile {
+                path: f.object_store_path(),
+                size: u64::try_from(f.size()).unwrap_or(0),
+            })
+            .await?;
+        let store = self.rows.store().await;
+        let mut newest: std::collections::HashMap<String, i64> = Default::default();
+        for file in &files {
+            let rows =
+                keys::read_text_and_time(&store, file, ("row", "updated_at"), self.location())
+                    .await?;
+            for (row, at) in rows {
+                let Some(at) = at else { continue };
+                let Ok(row) = serde_json::from_str::<serde_json::Value>(&row) else {
+                    continue;
+                };
+                if let Some(value) = row.get(member) {
+                    let held = newest.entry(value.to_string()).or_insert(at);
+                    *held = (*held).max(at);
+                }
+            }
+        }
+        Ok(newest
+            .into_iter()
+            .filter_map(|(value, micros)| {
+                let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_micros(
+                    u64::try_from(micros).ok()?,
+                ))?;
+                Some((value, humantime::format_rfc3339(at).to_string()))
+            })
+            .collect())
+    }
+
     /// How many rows the table holds, from the log's file statistics.
     pub async fn count(&self) -> Result<u64, EtlError> {
         count(&self.rows).await

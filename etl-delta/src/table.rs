@@ -203,6 +203,11 @@ impl KeyedTable {
         )))
     }
 
+    /// The store the table's files are in.
+    pub async fn store(&self) -> Arc<dyn ObjectStore> {
+        self.state.lock().await.table.object_store()
+    }
+
     /// `each` of the live files, as the log lists them, after bringing the
     /// table up to date: what the log says of the table without reading a
     /// data file.

@@ -468,3 +468,56 @@ async fn the_parent_and_child_demo_runs_with_no_network() {
         );
     }
 }
+
+/// Into Delta tables (feature `delta`): each parent's chain from its own
+/// cursor, read from the child table's rows.
+#[cfg(feature = "delta")]
+#[tokio::test]
+async fn into_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("github.toml");
+    std::fs::write(&path, file(&server.uri(), "")).unwrap();
+    let out = format!("delta:{}", dir.path().join("lake").display());
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("run")
+            .arg(&path)
+            .args(["--out", &out, "--incremental"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+    };
+    let first = run().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert!(
+        String::from_utf8_lossy(&first.stdout).contains("6 records read, 6 new rows"),
+        "{}",
+        text(&first)
+    );
+    repo.seen.lock().unwrap().clear();
+    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
+    repo.comments
+        .lock()
+        .unwrap()
+        .get_mut(&2)
+        .unwrap()
+        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    let second = run().await.unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+    assert_eq!(
+        repo.comment_requests(),
+        [
+            ("/repos/o/r/issues/2/comments".to_string(), Some(at(12))),
+            ("/repos/o/r/issues/3/comments".to_string(), Some(at(12)))
+        ],
+        "the issues read, each from its own newest held comment"
+    );
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("1 new rows written to Delta table"),
+        "{}",
+        text(&second)
+    );
+}

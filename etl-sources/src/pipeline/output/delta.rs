@@ -4,7 +4,9 @@ use etl_core::{EtlError, IdempotentSink, Record, RejectSink, Sink};
 use etl_delta::DeltaSink;
 use futures_util::FutureExt;
 
-use super::{CursorFuture, Described, Output, StoredUpdatedAt, REMEMBERED_KEYS};
+use super::{
+    CursorFuture, Described, Output, ParentCursorsFuture, StoredUpdatedAt, REMEMBERED_KEYS,
+};
 
 /// A Delta output (`--out delta:PATH`). As a PostgreSQL table, the table
 /// decides what is new itself, whoever else loads into it; the bounded
@@ -37,6 +39,11 @@ impl<T: Record + Clone> Output<T> for Delta {
     /// The newest `updated_at` in the log's file statistics.
     fn cursor(&self, _stored: &StoredUpdatedAt<'_>) -> CursorFuture<'_> {
         self.sink.inner().newest_updated_at().boxed()
+    }
+
+    /// A read of the `row` and `updated_at` columns of every live file.
+    fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
+        self.sink.inner().newest_by_member("_parent").boxed()
     }
 
     fn describe(&self) -> Result<Described, EtlError> {
