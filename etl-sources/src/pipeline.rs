@@ -85,9 +85,14 @@ pub fn rejects_path(out: &Path) -> PathBuf {
 }
 
 /// Reads `source` page by page (at most `max_pages`) and loads each page
-/// into `sink`, and its unreadable entries into `rejects`, before fetching
-/// the next, so a failure, or a kill, loses no page that was already read.
-/// A transient sink failure is retried with `RetryPolicy::default()` (the
+/// into `sink`, and its unreadable entries into `rejects`, in page order.
+/// While a page is loaded the next one is fetched (the two run together on
+/// this task; no reader is spawned), so a round trip and a load overlap.
+/// Nothing read is lost: a page counts as done only once it is loaded; a
+/// failed load ends the run and the page fetched beside it is dropped
+/// unloaded; a failed fetch ends the run after the load beside it
+/// finished. A kill therefore leaves a prefix of the pages loaded. A
+/// transient sink failure is retried with `RetryPolicy::default()` (the
 /// calls named `sink_load` and `reject_sink` in the retry metrics). One
 /// `info` event per page.
 pub async fn run<Src: Source, S: Sink<Src::Row> + ?Sized, R: RejectSink + ?Sized>(
@@ -108,34 +113,25 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
     mut on_page: impl FnMut(&Progress),
 ) -> Result<Summary, RunError> {
     let mut done = Summary::default();
-    while max_pages.is_none_or(|max| done.pages < max) {
-        let page = match source.next_page().await {
+    if max_pages == Some(0) {
+        return Ok(done);
+    }
+    let mut fetched = source.next_page().await;
+    loop {
+        let page = match fetched {
             Ok(Some(page)) => page,
             Ok(None) => break,
             Err(error) => return Err(RunError { done, error }),
         };
-        // A sink's transient failure (a lost database connection, say) is
-        // retried; an IdempotentSink gives back the keys of a failed write,
-        // so the retry writes them.
-        let new_rows = match Retry::new(RetryPolicy::default())
-            .name("sink_load")
-            .run(|| sink.load(&page.rows))
-            .await
-        {
-            Ok(n) => n,
-            Err(error) => return Err(RunError { done, error }),
-        };
-        let new_rejects = if page.rejects.is_empty() {
-            0
+        let last = max_pages.is_some_and(|max| done.pages + 1 >= max);
+        let (loaded, next) = if last {
+            (load(sink, rejects, &page).await, None)
         } else {
-            match Retry::new(RetryPolicy::default())
-                .name("reject_sink")
-                .run(|| rejects.reject(&page.rejects))
-                .await
-            {
-                Ok(n) => n,
-                Err(error) => return Err(RunError { done, error }),
-            }
+            load_while_fetching(load(sink, rejects, &page), source.next_page()).await
+        };
+        let (new_rows, new_rejects) = match loaded {
+            Ok(counts) => counts,
+            Err(error) => return Err(RunError { done, error }),
         };
         done.pages += 1;
         crate::metrics::page_loaded();
@@ -155,6 +151,62 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
             pages_total: source.pages_total(),
             throttled: source.throttled(),
         });
+        match next {
+            Some(next) => fetched = next,
+            None => break,
+        }
     }
     Ok(done)
+}
+
+/// A page's rows into `sink` and its rejects into `rejects`: the counts of
+/// new rows and new rejects. A sink's transient failure (a lost database
+/// connection, say) is retried; an `IdempotentSink` gives back the keys of
+/// a failed write, so the retry writes them.
+async fn load<T: etl_core::Record + Clone, S: Sink<T> + ?Sized, R: RejectSink + ?Sized>(
+    sink: &S,
+    rejects: &R,
+    page: &crate::PageRead<T>,
+) -> Result<(usize, usize), EtlError> {
+    let new_rows = Retry::new(RetryPolicy::default())
+        .name("sink_load")
+        .run(|| sink.load(&page.rows))
+        .await?;
+    let new_rejects = if page.rejects.is_empty() {
+        0
+    } else {
+        Retry::new(RetryPolicy::default())
+            .name("reject_sink")
+            .run(|| rejects.reject(&page.rejects))
+            .await?
+    };
+    Ok((new_rows, new_rejects))
+}
+
+/// Runs `load` and `fetch` together until the load ends. The fetch is
+/// polled first, so its request is on the wire before a load that blocks
+/// its thread (a write and `fdatasync`) starts. A failed load drops the
+/// fetch, whatever it got: `None` for the next page. Otherwise the fetch is
+/// awaited to its end.
+async fn load_while_fetching<T, F: std::future::Future>(
+    load: impl std::future::Future<Output = Result<T, EtlError>>,
+    fetch: F,
+) -> (Result<T, EtlError>, Option<F::Output>) {
+    tokio::pin!(load, fetch);
+    let mut next = None;
+    let loaded = loop {
+        tokio::select! {
+            biased;
+            got = &mut fetch, if next.is_none() => next = Some(got),
+            loaded = &mut load => break loaded,
+        }
+    };
+    if loaded.is_err() {
+        return (loaded, None);
+    }
+    let next = match next {
+        Some(next) => next,
+        None => fetch.await,
+    };
+    (loaded, Some(next))
 }

@@ -212,3 +212,158 @@ async fn a_launch_changed_upstream_is_a_new_row() {
     let distinct: HashSet<String> = rows.iter().map(|r| r.content_key().unwrap()).collect();
     assert_eq!(distinct.len(), 13, "no row content twice");
 }
+
+/// Fetch and load overlap, on the paused clock: a source whose every page
+/// takes 50 ms to arrive and a sink whose every load takes 50 ms.
+mod overlap {
+    use super::*;
+    use async_trait::async_trait;
+    use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
+    use etl_sources::{PageRead, Source};
+    use serde::Serialize;
+    use std::sync::Mutex;
+
+    const ROUND_TRIP: Duration = Duration::from_millis(50);
+
+    #[derive(Clone, Debug, Serialize)]
+    struct Item {
+        id: u32,
+    }
+
+    impl Record for Item {
+        const KIND: &'static str = "item";
+        fn record_id(&self) -> Option<String> {
+            Some(self.id.to_string())
+        }
+    }
+
+    /// `pages` pages of one item each; the page numbered `fail_at` fails.
+    struct Slow {
+        pages: u32,
+        served: u32,
+        fail_at: Option<u32>,
+    }
+
+    impl Source for Slow {
+        type Row = Item;
+
+        async fn next_page(&mut self) -> Result<Option<PageRead<Item>>, EtlError> {
+            tokio::time::sleep(ROUND_TRIP).await;
+            if self.served == self.pages {
+                return Ok(None);
+            }
+            self.served += 1;
+            if self.fail_at == Some(self.served) {
+                return Err(EtlError::Parse(format!("page {} is not JSON", self.served)));
+            }
+            Ok(Some(PageRead {
+                url: format!("memory://items/{}", self.served).parse().unwrap(),
+                rows: vec![Item { id: self.served }],
+                rejects: vec![],
+                count: None,
+            }))
+        }
+    }
+
+    /// Keeps the ids it loaded, each load taking 50 ms; the load of the
+    /// item `fail_on` fails (permanently).
+    #[derive(Default)]
+    struct SlowSink {
+        loaded: Mutex<Vec<u32>>,
+        fail_on: Option<u32>,
+    }
+
+    #[async_trait]
+    impl Sink<Item> for SlowSink {
+        async fn load(&self, rows: &[Item]) -> Result<usize, EtlError> {
+            tokio::time::sleep(ROUND_TRIP).await;
+            if rows.iter().any(|r| Some(r.id) == self.fail_on) {
+                return Err(EtlError::InvalidInput("the disk is full".into()));
+            }
+            self.loaded
+                .lock()
+                .unwrap()
+                .extend(rows.iter().map(|r| r.id));
+            Ok(rows.len())
+        }
+    }
+
+    struct NoRejects;
+
+    #[async_trait]
+    impl RejectSink for NoRejects {
+        async fn reject(&self, rejects: &[Reject]) -> Result<usize, EtlError> {
+            Ok(rejects.len())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_next_page_is_fetched_while_this_one_loads() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: None,
+        };
+        let sink = SlowSink::default();
+        let start = Instant::now();
+        let summary = pipeline::run(&mut source, &sink, &NoRejects, None)
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        assert_eq!(summary.pages, 10);
+        assert_eq!(*sink.loaded.lock().unwrap(), (1..=10).collect::<Vec<_>>());
+        // One at a time: 10 fetches + 10 loads + the fetch that finds the
+        // end = 21 x 50 ms. Overlapped: each load hides a fetch.
+        assert_eq!(took, ROUND_TRIP * 11, "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_pages_fetches_no_page_beyond_it() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: None,
+        };
+        let sink = SlowSink::default();
+        let summary = pipeline::run(&mut source, &sink, &NoRejects, Some(3))
+            .await
+            .unwrap();
+        assert_eq!(summary.pages, 3);
+        assert_eq!(source.served, 3, "no fourth page was asked for");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_load_drops_the_page_fetched_beside_it() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: None,
+        };
+        let sink = SlowSink {
+            fail_on: Some(4),
+            ..Default::default()
+        };
+        let err = pipeline::run(&mut source, &sink, &NoRejects, None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("the disk is full"), "{err}");
+        assert_eq!(err.done.pages, 3);
+        assert_eq!(*sink.loaded.lock().unwrap(), vec![1, 2, 3]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_fetch_ends_the_run_after_the_load_beside_it() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: Some(5),
+        };
+        let sink = SlowSink::default();
+        let err = pipeline::run(&mut source, &sink, &NoRejects, None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("page 5 is not JSON"), "{err}");
+        assert_eq!(err.done.pages, 4, "page 4 was loading when 5 failed");
+        assert_eq!(*sink.loaded.lock().unwrap(), vec![1, 2, 3, 4]);
+    }
+}
