@@ -32,7 +32,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[path = "support/gnu_time.rs"]
 mod gnu_time;
@@ -42,8 +42,13 @@ const PAGE: usize = 500;
 const RUNS: usize = 5;
 
 fn main() {
-    let pages = Arc::new(render_pages());
-    let addr = serve(pages.clone());
+    // `cargo bench ... -- latency`: only the section against a distant server.
+    if std::env::args().any(|a| a == "latency") {
+        latency(&tempfile::tempdir().unwrap());
+        return;
+    }
+    let pages = Arc::new(render_pages(PAGE, "/items"));
+    let addr = serve(pages.clone(), Arc::default(), Duration::ZERO);
     let first = format!("http://{addr}/items?page=1");
     let bytes: usize = pages.iter().map(Bytes::len).sum();
     println!(
@@ -54,7 +59,11 @@ fn main() {
     println!("| contender | wall (median of runs) | records/s | peak RSS |");
     println!("|---|---|---|---|");
 
-    let bare = median((0..RUNS).map(|_| bare_loop(addr, pages.len())).collect());
+    let bare = median(
+        (0..RUNS)
+            .map(|_| bare_loop(addr, "/items", pages.len()))
+            .collect(),
+    );
     row(
         "bare reqwest loop (GET only, no parse)",
         bare,
@@ -169,6 +178,60 @@ fn main() {
     }
 }
 
+/// Against a server 50 ms away (each answer after a 50 ms sleep): `etl
+/// run` by next URL, where only overlapping the load with the next round
+/// trip keeps up with a bare loop, at pages of 500 and of 5,000.
+fn latency(dir: &tempfile::TempDir) {
+    const LATENCY: Duration = Duration::from_millis(50);
+    const LATENCY_RUNS: usize = 3;
+    let small = Arc::new(render_pages(PAGE, "/items"));
+    let big = Arc::new(render_pages(5_000, "/big"));
+    let addr = serve(small.clone(), big.clone(), LATENCY);
+    println!(
+        "\nA server {} ms away: {RECORDS} records, medians of {LATENCY_RUNS} runs",
+        LATENCY.as_millis()
+    );
+    println!("| contender | wall | records/s | peak RSS |");
+    println!("|---|---|---|---|");
+    for (path, pages, size) in [("/items", small.len(), PAGE), ("/big", big.len(), 5_000)] {
+        let bare = median(
+            (0..LATENCY_RUNS)
+                .map(|_| bare_loop(addr, path, pages))
+                .collect(),
+        );
+        row(
+            &format!("bare reqwest loop, pages of {size}"),
+            bare,
+            RECORDS,
+            None,
+        );
+        let file = dir.path().join("latency.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"items\"\nurl = \"http://{addr}{path}?page=1\"\nrecords = \"/results\"\nid = \"/id\"\n\
+                 updated_at = \"/updated_at\"\n[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
+            ),
+        )
+        .unwrap();
+        let runs: Vec<(f64, u64)> = (0..LATENCY_RUNS)
+            .map(|_| etl(&file, dir.path(), None))
+            .collect();
+        let wall = median(runs.iter().map(|r| r.0).collect());
+        let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+        row(
+            &format!("`etl run`, next_url, pages of {size} (process)"),
+            wall,
+            RECORDS,
+            Some(rss),
+        );
+        println!(
+            "| `etl run` against the bare loop, pages of {size} | {:.3}x | | |",
+            bare / wall
+        );
+    }
+}
+
 fn row(name: &str, wall: f64, records: usize, rss_kb: Option<u64>) {
     let rss = rss_kb.map_or("-".to_string(), |kb| {
         format!("{:.1} MB", kb as f64 / 1024.0)
@@ -187,7 +250,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Records of a realistic size (about 330 bytes of JSON): ids, names,
 /// nested objects, numbers, a timestamp.
-fn render_pages() -> Vec<Bytes> {
+fn render_pages(page_size: usize, path: &str) -> Vec<Bytes> {
     let records: Vec<serde_json::Value> = (0..RECORDS)
         .map(|i| {
             let status = ["Go", "TBD", "Hold", "Success"][i % 4];
@@ -203,14 +266,14 @@ fn render_pages() -> Vec<Bytes> {
             })
         })
         .collect();
-    let count = RECORDS.div_ceil(PAGE);
+    let count = RECORDS.div_ceil(page_size);
     (0..count)
         .map(|p| {
-            let next = (p + 1 < count).then(|| format!("/items?page={}", p + 2));
+            let next = (p + 1 < count).then(|| format!("{path}?page={}", p + 2));
             let body = json!({
                 "count": RECORDS,
                 "next": next,
-                "results": &records[p * PAGE..((p + 1) * PAGE).min(RECORDS)],
+                "results": &records[p * page_size..((p + 1) * page_size).min(RECORDS)],
             });
             Bytes::from(serde_json::to_vec(&body).unwrap())
         })
@@ -261,8 +324,10 @@ fn hash(pages: &[Bytes]) {
     }
 }
 
-/// Serves `/items?page=N` (1-based) from `pages` on a thread of its own.
-fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
+/// Serves `/items?page=N` (1-based) from `pages` and `/big?page=N` from
+/// `big` on a thread of its own, each answer after `latency` (a sleep, as
+/// a distant server's round trip costs the client nothing but time).
+fn serve(pages: Arc<Vec<Bytes>>, big: Arc<Vec<Bytes>>, latency: Duration) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -275,6 +340,7 @@ fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
                 let pages = pages.clone();
+                let big = big.clone();
                 tokio::spawn(async move {
                     let service =
                         hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
@@ -286,12 +352,15 @@ fn serve(pages: Arc<Vec<Bytes>>) -> SocketAddr {
                                 .unwrap_or(1);
                             // The parents of the parent-and-child run: one
                             // page of one record a page of items.
-                            let body = if req.uri().path() == "/parents" {
-                                parents(pages.len())
-                            } else {
-                                pages.get(page - 1).cloned().unwrap_or_default()
+                            let body = match req.uri().path() {
+                                "/parents" => parents(pages.len()),
+                                "/big" => big.get(page - 1).cloned().unwrap_or_default(),
+                                _ => pages.get(page - 1).cloned().unwrap_or_default(),
                             };
                             async move {
+                                if !latency.is_zero() {
+                                    tokio::time::sleep(latency).await;
+                                }
                                 let mut response = Response::new(Full::new(body));
                                 response.headers_mut().insert(
                                     "content-type",
@@ -318,7 +387,7 @@ fn parents(pages: usize) -> Bytes {
 }
 
 /// The limit: GET every page with reqwest, read the body, parse nothing.
-fn bare_loop(addr: SocketAddr, pages: usize) -> f64 {
+fn bare_loop(addr: SocketAddr, path: &str, pages: usize) -> f64 {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -330,7 +399,7 @@ fn bare_loop(addr: SocketAddr, pages: usize) -> f64 {
         let mut bytes = 0;
         for page in 1..=pages {
             let body = client
-                .get(format!("http://{addr}/items?page={page}"))
+                .get(format!("http://{addr}{path}?page={page}"))
                 .send()
                 .await
                 .unwrap()

@@ -24,6 +24,7 @@ mod auth;
 mod canonical;
 mod config;
 mod family;
+mod fetch;
 mod keys;
 mod paginate;
 mod pointer;
@@ -38,17 +39,18 @@ pub use pointer::Pointer;
 pub use record::JsonRecord;
 pub use stamp::{TimeUnit, UpdatedAt};
 
-use bytes::Bytes;
-use etl_core::{retry, EtlError};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use etl_core::EtlError;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 use url::{Origin, Url};
 
 use crate::source::{PageRead, Source};
 use crate::{wire, SourceOptions};
+use fetch::{Fetcher, InFlight};
 use pointer::Body;
 
 /// A JSON API read as its [`Pipeline`] file says.
@@ -67,21 +69,24 @@ use pointer::Body;
 /// pagination that repeats itself (a next URL or cursor met before, a page
 /// that repeats the one before) ends the read with an error naming it.
 ///
+/// Once a page said where the next one is, that request is sent at once,
+/// on a task of its own, while the page is read and loaded (so a source
+/// must be read inside a tokio runtime). A read that stops early leaves at
+/// most that one request unanswered.
+///
 /// Of [`SourceOptions`], `timeout` and `max_retry_after` apply; the rest
 /// belongs to the file (`limit` is `[params]`, the API key is `[auth]`,
 /// incremental reads are [`Source::read_since`]).
 #[derive(Debug)]
 pub struct RestSource {
     pipeline: Pipeline,
-    client: reqwest::Client,
+    fetcher: Arc<Fetcher>,
     origin: Origin,
     paginator: Box<dyn Paginator>,
     next: Option<Request>,
+    /// The request of `next`, sent before it was asked for.
+    ahead: Option<InFlight>,
     pages: u32,
-    max_retry_after: Option<Duration>,
-    /// Time the server asked us to wait (a 429's or 503's Retry-After) in
-    /// all, in ms.
-    throttle: wire::Throttle,
     /// A pagination that stopped making progress: the next call fails
     /// with this, after the page that showed it was handed over.
     stalled: Option<EtlError>,
@@ -116,14 +121,19 @@ impl RestSource {
     ) -> Self {
         let origin = pipeline.url.origin();
         let paginator = pipeline.paginate.clone();
-        let mut source = RestSource {
+        let fetcher = Arc::new(Fetcher {
             client,
+            auth: pipeline.auth.as_ref().map(|auth| Arc::from(auth.boxed())),
+            max_retry_after: options.max_retry_after,
+            throttle: Arc::default(),
+        });
+        let mut source = RestSource {
+            fetcher,
             origin,
             paginator,
             next: None,
+            ahead: None,
             pages: 0,
-            max_retry_after: options.max_retry_after,
-            throttle: wire::Throttle::default(),
             stalled: None,
             parent: None,
             pipeline,
@@ -225,31 +235,29 @@ impl RestSource {
         self.pipeline.auth.as_ref()?.secret_param()
     }
 
-    /// One page's body and headers: the whole request and status check is
-    /// one attempt. With a `body`, the request is a POST of that JSON.
-    #[retry(max_attempts = 5, base = "1s", max = "60s", on_retry = wire::announce_wait)]
-    async fn fetch_page(
-        &self,
-        url: &Url,
-        body: Option<&[u8]>,
-    ) -> Result<(Bytes, HeaderMap), EtlError> {
-        let target = match &self.pipeline.auth {
-            Some(auth) => auth.url(url),
-            None => url.clone(),
-        };
-        let mut request = match body {
-            Some(body) => self
-                .client
-                .post(target)
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.to_vec()),
-            None => self.client.get(target),
-        };
-        if let Some(auth) = &self.pipeline.auth {
-            request = auth.request(request);
+    /// The request of `request`, as sent: its URL and body, after the
+    /// check that it stays on the file's origin.
+    fn prepared(&self, request: &Request) -> Result<(Url, Option<Vec<u8>>), EtlError> {
+        let url = self.url_of(request);
+        if url.origin() != self.origin {
+            return Err(EtlError::Refused(format!(
+                "next page is on origin {}, not {}: not following it (a credential never leaves its origin)",
+                url.origin().ascii_serialization(),
+                self.origin.ascii_serialization()
+            )));
         }
-        let (headers, body) = wire::get(request, url, self.max_retry_after, &self.throttle).await?;
-        Ok((body, headers))
+        let body = self.body_of(request)?;
+        Ok((url, body))
+    }
+
+    /// Sends `next` ahead, unless it would fail before leaving (the
+    /// next call then fails with that, as without sending ahead).
+    fn send_ahead(&mut self) {
+        self.ahead = None;
+        let Some(next) = &self.next else { return };
+        if let Ok((url, body)) = self.prepared(next) {
+            self.ahead = Some(InFlight::send(&self.fetcher, next.clone(), url, body));
+        }
     }
 }
 
@@ -282,16 +290,16 @@ impl Source for RestSource {
         let Some(request) = self.next.clone() else {
             return Ok(None);
         };
-        let url = self.url_of(&request);
-        let request_body = self.body_of(&request)?;
-        if url.origin() != self.origin {
-            return Err(EtlError::Refused(format!(
-                "next page is on origin {}, not {}: not following it (a credential never leaves its origin)",
-                url.origin().ascii_serialization(),
-                self.origin.ascii_serialization()
-            )));
-        }
-        let (body, response_headers) = self.fetch_page(&url, request_body.as_deref()).await?;
+        let (url, request_body) = self.prepared(&request)?;
+        let fetched = match self.ahead.take() {
+            Some(ahead) if ahead.request == request => ahead.page().await,
+            _ => {
+                self.fetcher
+                    .fetch_page(&url, request_body.as_deref())
+                    .await
+            }
+        };
+        let (body, response_headers) = fetched?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
@@ -312,15 +320,9 @@ impl Source for RestSource {
             }
             Err(e) => return Err(not_a_page(e.to_string())),
         };
-        let shown = url.to_string();
-        let (rows, rejects) = record::read_entries(
-            &entries,
-            &self.pipeline.id,
-            self.pipeline.updated_at.as_ref(),
-            self.parent.as_deref(),
-            &shown,
-        );
         self.pages += 1;
+        // The next request first, sent at once: its round trip runs while
+        // this page's records are read and loaded.
         let step = self.paginator.next(&Page {
             url: &url,
             body: &page_body,
@@ -339,6 +341,15 @@ impl Source for RestSource {
                 None
             }
         };
+        self.send_ahead();
+        let shown = url.to_string();
+        let (rows, rejects) = record::read_entries(
+            &entries,
+            &self.pipeline.id,
+            self.pipeline.updated_at.as_ref(),
+            self.parent.as_deref(),
+            &shown,
+        );
         Ok(Some(PageRead {
             url,
             rows,
@@ -352,7 +363,7 @@ impl Source for RestSource {
     }
 
     fn throttled(&self) -> Duration {
-        self.throttle.total()
+        self.fetcher.throttle.total()
     }
 
     /// Requests carry `[incremental].param=<cursor>` and
@@ -372,6 +383,7 @@ impl Source for RestSource {
         };
         let base = self.base(Some(sent.as_deref()));
         self.next = Some(self.paginator.first(&base));
+        self.ahead = None;
         Ok(())
     }
 
