@@ -176,7 +176,12 @@ impl From<CircuitOpen> for HttpError {
 impl RetryableError for HttpError {
     fn is_transient(&self) -> bool {
         match &self.repr {
-            Repr::Status { status, .. } => status_is_transient(*status),
+            // A 403 that carries a wait is a spent quota, not a refusal.
+            Repr::Status {
+                status,
+                retry_after,
+                ..
+            } => status_is_transient(*status) || retry_after.is_some(),
             Repr::Transport(e) => e.is_transient(),
             Repr::TimedOut(_) | Repr::CircuitOpen(_) => true,
         }
@@ -252,8 +257,10 @@ async fn body_start(mut response: reqwest::Response) -> Vec<u8> {
 
 /// The wait a response with `status` asked for: its `Retry-After`
 /// ([`retry_after`]) on a 429 (too many requests) or a 503 (unavailable),
-/// the two statuses RFC 9110 gives it a meaning for; `None` on any other
-/// status, whose retry (if transient) the backoff times. The one reading of
+/// the two statuses RFC 9110 gives it a meaning for; else, on a 429 or a
+/// 403, the API's own exhausted quota ([`quota_wait`]: GitHub answers a
+/// spent hour with a 403 and `X-RateLimit-Remaining: 0`). `None` otherwise:
+/// a transient status's retry is timed by the backoff. The one reading of
 /// a server's wait for every HTTP path of the workspace.
 ///
 /// ```
@@ -267,12 +274,65 @@ async fn body_start(mut response: reqwest::Response) -> Vec<u8> {
 /// assert_eq!(asked_wait(503, &headers, now), Some(Duration::from_secs(30)));
 /// assert_eq!(asked_wait(429, &headers, now), Some(Duration::from_secs(30)));
 /// assert_eq!(asked_wait(500, &headers, now), None);
+/// assert_eq!(asked_wait(403, &headers, now), None, "a 403 is a refusal...");
+///
+/// headers.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+/// headers.insert("x-ratelimit-reset", HeaderValue::from_static("1700000060"));
+/// let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// assert_eq!(asked_wait(403, &headers, at), Some(Duration::from_secs(60)), "...unless the quota is spent");
 /// ```
 pub fn asked_wait(status: u16, headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     match status {
-        429 | 503 => retry_after(headers, now),
+        429 | 503 => retry_after(headers, now).or_else(|| quota_wait(headers, now)),
+        403 => quota_wait(headers, now),
         _ => None,
     }
+}
+
+/// Until when an API's own quota holds requests back, as a wait from
+/// `now`: the quota is spent (`X-RateLimit-Remaining: 0`, as GitHub sends,
+/// or the IETF draft's `RateLimit-Remaining: 0`) and its reset is known
+/// (`X-RateLimit-Reset` in Unix seconds, `RateLimit-Reset` in seconds to
+/// wait). A reset already past is no wait (`Some(ZERO)`); a quota not
+/// spent, or a reset missing or unreadable, is `None`. Read on every
+/// response, a success too: a 200 that spent the last request holds back
+/// the next.
+///
+/// ```
+/// use etl_core::http::quota_wait;
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// let mut github = HeaderMap::new();
+/// github.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+/// github.insert("x-ratelimit-reset", HeaderValue::from_static("1700000042"));
+/// assert_eq!(quota_wait(&github, now), Some(Duration::from_secs(42)));
+///
+/// let mut draft = HeaderMap::new();
+/// draft.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+/// draft.insert("ratelimit-reset", HeaderValue::from_static("7"));
+/// assert_eq!(quota_wait(&draft, now), Some(Duration::from_secs(7)));
+///
+/// draft.insert("ratelimit-remaining", HeaderValue::from_static("12"));
+/// assert_eq!(quota_wait(&draft, now), None);
+/// ```
+pub fn quota_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let number =
+        |name: &str| -> Option<u64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
+    if number("x-ratelimit-remaining") == Some(0) {
+        if let Some(reset) = number("x-ratelimit-reset") {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(reset);
+            let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+            return Some(Duration::from_secs(
+                wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+            ));
+        }
+    }
+    if number("ratelimit-remaining") == Some(0) {
+        return number("ratelimit-reset").map(Duration::from_secs);
+    }
+    None
 }
 
 /// `Retry-After` as a wait from `now`: delta-seconds, or an HTTP-date
@@ -417,5 +477,36 @@ mod tests {
             by: crate::retry::TimeLimit::Attempt
         })
         .timed_out());
+    }
+
+    #[test]
+    fn a_spent_quota_is_waited_out_not_refused() {
+        let url = Url::parse("https://api.github.com/repos/o/r/issues").unwrap();
+        let reset = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 30;
+        let mut spent = HeaderMap::new();
+        spent.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        spent.insert(
+            "x-ratelimit-reset",
+            HeaderValue::from_str(&reset.to_string()).unwrap(),
+        );
+        let e = HttpError::from_status(403, &url, &spent, b"API rate limit exceeded");
+        assert!(e.is_transient(), "a spent quota is worth waiting for");
+        let wait = e.retry_after().unwrap();
+        assert!(
+            wait <= Duration::from_secs(30) && wait >= Duration::from_secs(29),
+            "{wait:?}"
+        );
+        // Quota left, or no quota headers: a 403 is a refusal.
+        spent.insert("x-ratelimit-remaining", HeaderValue::from_static("1"));
+        assert!(!HttpError::from_status(403, &url, &spent, b"").is_transient());
+        assert!(!HttpError::from_status(403, &url, &HeaderMap::new(), b"").is_transient());
+        // A reset already past: retry at once.
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(reset + 5);
+        spent.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        assert_eq!(quota_wait(&spent, now), Some(Duration::ZERO));
     }
 }

@@ -54,6 +54,7 @@ pub mod replay;
 pub mod rest;
 mod source;
 mod spacedevs;
+pub mod throttle;
 pub mod wire;
 
 pub use source::{PageRead, Source};

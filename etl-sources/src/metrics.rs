@@ -5,6 +5,7 @@
 //! | metric | type | labels | what |
 //! |---|---|---|---|
 //! | `etl_http_requests_total` | counter | `status` | every response by its status code (`"200"`, `"429"`, `"503"`, ...), or `"error"` when none came (connection refused or reset, a timeout) |
+//! | `etl_rate_limit_wait_seconds` | histogram | | each time a request was held back, in seconds: by `rate_limit`, a server's Retry-After or an API's spent quota |
 //! | `etl_pages_total` | counter | | pages loaded |
 //! | `etl_run_success` | gauge | | 1 when the run ended with exit 0 or 3, 0 with exit 1 |
 //! | `etl_run_timestamp_seconds` | gauge | | Unix time at the end of the run |
@@ -16,6 +17,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Responses, by status code.
 pub const HTTP_REQUESTS: &str = "etl_http_requests_total";
+/// Each time a request was held back.
+pub const RATE_LIMIT_WAIT: &str = "etl_rate_limit_wait_seconds";
+/// Its buckets, in seconds: from a rate limit's spacing (tens of ms) to an
+/// hour's quota reset.
+pub const RATE_LIMIT_WAIT_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
 /// Pages loaded.
 pub const PAGES: &str = "etl_pages_total";
 /// 1 for a run that completed (exit 0 or 3), 0 for one that failed.
@@ -34,6 +42,11 @@ pub fn describe() {
         "HTTP responses by status code; \"error\" when no response came."
     );
     metrics::describe_counter!(PAGES, "Pages loaded.");
+    metrics::describe_histogram!(
+        RATE_LIMIT_WAIT,
+        metrics::Unit::Seconds,
+        "Each time a request was held back: by rate_limit, a server's Retry-After or an API's spent quota."
+    );
     metrics::describe_gauge!(
         RUN_SUCCESS,
         "1 when the last run completed (exit 0 or 3), else 0."
@@ -57,6 +70,11 @@ pub fn http_response(status: Option<u16>) {
         Some(code) => metrics::counter!(HTTP_REQUESTS, "status" => code.to_string()).increment(1),
         None => metrics::counter!(HTTP_REQUESTS, "status" => "error").increment(1),
     }
+}
+
+/// A request held back for `wait`.
+pub fn rate_limit_wait(wait: Duration) {
+    metrics::histogram!(RATE_LIMIT_WAIT).record(wait.as_secs_f64());
 }
 
 /// A page loaded.

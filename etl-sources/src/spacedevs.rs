@@ -3,10 +3,12 @@
 use etl_core::{retry, EtlError, Row};
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 use url::{Origin, Url};
 
 use crate::source::{PageRead, Source};
+use crate::throttle::Throttle;
 use crate::wire::{self, Page};
 
 /// How a [`SpaceDevsSource`] talks to the server.
@@ -34,6 +36,12 @@ pub struct SourceOptions {
     /// The cursor of an incremental read: the newest `last_updated` already
     /// held (`None`: read everything, still in `last_updated` order).
     pub since: Option<String>,
+    /// What holds the requests back ([`Throttle`]): a run's rate limit,
+    /// and the waits servers asked of an origin. Shared by every source
+    /// made with these options or their clones, so one run keeps one
+    /// limit across all its sources and requests. The default has no
+    /// limit of its own.
+    pub throttle: Arc<Throttle>,
 }
 
 impl Default for SourceOptions {
@@ -45,6 +53,7 @@ impl Default for SourceOptions {
             max_retry_after: None,
             incremental: false,
             since: None,
+            throttle: Arc::default(),
         }
     }
 }
@@ -99,7 +108,7 @@ pub struct SpaceDevsSource {
     page_size: Option<u64>,
     /// Time the server asked us to wait (a 429's or 503's Retry-After) in
     /// all, in ms.
-    throttle: wire::Throttle,
+    throttle: Arc<Throttle>,
     /// An incremental read whose last page did not move the cursor: the
     /// next call fails with this instead of asking for the same page again.
     stalled: Option<String>,
@@ -184,7 +193,7 @@ impl SpaceDevsSource {
             keyset: None,
             count: None,
             page_size: options.limit.map(u64::from),
-            throttle: Default::default(),
+            throttle: Arc::clone(&options.throttle),
             stalled: None,
         };
         if options.incremental {

@@ -8,9 +8,10 @@ use reqwest::header::HeaderMap;
 use reqwest::redirect;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
+
+use crate::throttle::Throttle;
 
 /// The HTTP client of a source: `headers` on every request, `timeout` on
 /// each (`None`: none), and redirects followed only on `origin` (scheme,
@@ -150,37 +151,23 @@ pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) ->
     }
 }
 
-/// The waits a server asked of a source (429 Retry-After), in all: what a
-/// progress display shows as "rate-limit wait".
-#[derive(Debug, Default)]
-pub struct Throttle {
-    ms: AtomicU64,
-}
-
-impl Throttle {
-    /// The waits asked so far, in all.
-    pub fn total(&self) -> Duration {
-        Duration::from_millis(self.ms.load(Ordering::Relaxed))
-    }
-
-    fn add(&self, wait: Duration) {
-        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        self.ms.fetch_add(ms, Ordering::Relaxed);
-    }
-}
-
-/// One page request, sent and its status checked: the headers and body of
-/// a 2xx; else the status's error ([`status_error`]; a 429's wait capped by
-/// `max_retry_after`, [`cap_retry_after`], and added to `throttle`), or a
-/// transport error. Every exchange is counted in the metrics. `url` names
-/// the request in errors and must hold no secret; the transport error's
-/// own URL (which may) is left out.
+/// One page request, sent once `throttle` lets it ([`Throttle`]: the
+/// run's rate limit, its origin's hold) and its status checked: the
+/// headers and body of a 2xx; else the status's error ([`status_error`]; a
+/// 429's wait capped by `max_retry_after`, [`cap_retry_after`], and counted
+/// as held back), or a transport error. A wait any response asks for holds
+/// every request to its origin. Every exchange is counted in the metrics.
+/// `url` names the request in errors and must hold no secret; the
+/// transport error's own URL (which may) is left out.
 pub async fn get(
     request: reqwest::RequestBuilder,
     url: &Url,
     max_retry_after: Option<Duration>,
     throttle: &Throttle,
 ) -> Result<(HeaderMap, bytes::Bytes), EtlError> {
+    let origin = url.origin();
+    // In flight until its body is read (or this fails).
+    let _in_flight = throttle.admit(&origin, max_retry_after).await?;
     let mut response = match request.send().await {
         Ok(response) => response,
         Err(e) => {
@@ -190,6 +177,7 @@ pub async fn get(
     };
     let status = response.status();
     crate::metrics::http_response(Some(status.as_u16()));
+    throttle.heed(&origin, status.as_u16(), response.headers());
     // Taken, not cloned: reading the body needs none of them.
     let headers = std::mem::take(response.headers_mut());
     let body = response
@@ -202,7 +190,7 @@ pub async fn get(
         // What the server asked for (the wait that follows, unless this
         // was the last attempt), for progress displays.
         if let Some(wait) = error.retry_after() {
-            throttle.add(wait);
+            throttle.held(wait);
         }
         return Err(error);
     }

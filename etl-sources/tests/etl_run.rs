@@ -609,6 +609,21 @@ async fn invalid_files_and_an_unwritable_metrics_file_exit_2_before_any_request(
         (good.replace("\"/data\"", "\"data\""), vec![], "RFC 6901"),
         (good.clone(), vec!["--incremental"], "[incremental]"),
         (
+            format!("rate_limit = \"10/sec\"\n{good}"),
+            vec![],
+            "items.toml, line 1: `rate_limit` \"10/sec\" is not a rate",
+        ),
+        (
+            format!("rate_limit = \"0/s\"\n{good}"),
+            vec![],
+            "\"0/s\" is not a rate",
+        ),
+        (
+            format!("rate_limit = 10\n{good}"),
+            vec![],
+            "`rate_limit` must be a string such as \"10/s\"",
+        ),
+        (
             good.clone(),
             vec!["--metrics-file", "/nonexistent-dir/m.prom"],
             "--metrics-file /nonexistent-dir/m.prom: cannot be written",
@@ -994,4 +1009,175 @@ async fn the_demo_runs_with_no_network_and_a_rerun_writes_nothing() {
         text(&again)
     );
     assert_eq!(records(&out).0.len(), 12);
+}
+
+/// A source of the pipeline `file` on the paused clock (no request
+/// timeout: the idle runtime would fire it), its throttle made as `etl
+/// run` makes it, with `max_retry_after`.
+fn paused_source(
+    file: &str,
+    throttle: &std::sync::Arc<etl_sources::throttle::Throttle>,
+    max_retry_after: Option<Duration>,
+) -> etl_sources::rest::RestSource {
+    use etl_sources::rest::{Pipeline, RestSource};
+    let pipeline = Pipeline::parse(file, "items.toml", |_| None).unwrap();
+    let options = etl_sources::SourceOptions {
+        timeout: None,
+        max_retry_after,
+        throttle: throttle.clone(),
+        ..Default::default()
+    };
+    RestSource::new(pipeline, options).unwrap()
+}
+
+/// Unix seconds `secs` from now, as `X-RateLimit-Reset` says it.
+fn reset_in(secs: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now.as_secs() + secs).to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_quota_is_waited_out_as_github_and_the_ietf_draft_say() {
+    use etl_sources::Source;
+
+    let api = Api::new(Style::NextUrl, items(6));
+    api.script.lock().unwrap().extend([
+        // GitHub's answer to a spent hour: a 403, not a 429.
+        ResponseTemplate::new(403)
+            .insert_header("x-ratelimit-limit", "5000")
+            .insert_header("x-ratelimit-remaining", "0")
+            .insert_header("x-ratelimit-reset", reset_in(120).as_str())
+            .insert_header("x-ratelimit-resource", "core")
+            .set_body_string(r#"{"message":"API rate limit exceeded for user ID 1.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}"#),
+        // The IETF draft's: seconds to wait.
+        ResponseTemplate::new(429)
+            .insert_header("ratelimit-remaining", "0")
+            .insert_header("ratelimit-reset", "20"),
+    ]);
+    let server = api.clone().serve().await;
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let throttle = Default::default();
+    let mut source = paused_source(&file, &throttle, Some(Duration::from_secs(600)));
+    let start = tokio::time::Instant::now();
+    let first = source.next_page().await.unwrap().unwrap();
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(139), "{waited:?}");
+    assert!(
+        source.throttled() >= Duration::from_secs(139),
+        "{:?}",
+        source.throttled()
+    );
+    let second = source.next_page().await.unwrap().unwrap();
+    assert!(source.next_page().await.unwrap().is_none());
+    assert_eq!(first.rows.len() + second.rows.len(), 6);
+    assert_eq!(api.requests(), 4, "two waits, then the two pages");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_holds_back_every_request_to_its_origin_not_only_its_own() {
+    use etl_sources::Source;
+
+    let api = Api::new(Style::NextUrl, items(4));
+    api.script
+        .lock()
+        .unwrap()
+        .push_back(ResponseTemplate::new(429).insert_header("retry-after", "30"));
+    let server = api.clone().serve().await;
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let throttle = Default::default();
+    // Two sources of one run: the first may not wait that long, and fails;
+    // the second, sent after, waits out what the first was asked.
+    let mut impatient = paused_source(&file, &throttle, Some(Duration::from_secs(5)));
+    let mut patient = paused_source(&file, &throttle, None);
+    let e = impatient.next_page().await.unwrap_err();
+    assert!(e.to_string().contains("30"), "{e}");
+    let start = tokio::time::Instant::now();
+    let page = patient.next_page().await.unwrap().unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_secs(29),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(page.rows.len(), 4);
+    assert_eq!(
+        api.requests(),
+        2,
+        "the held request was sent once, after the wait"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_holds_across_a_run_retries_included() {
+    use etl_core::{IdempotentSink, JsonlRejects};
+    use etl_sources::pipeline;
+    use etl_sources::rest::JsonRecord;
+    use etl_sources::throttle::Throttle;
+
+    let mut api = Api::new(Style::NextUrl, items(20));
+    api.page_size = 1;
+    api.script_from = 5;
+    api.script
+        .lock()
+        .unwrap()
+        .push_back(ResponseTemplate::new(500));
+    let server = api.clone().serve().await;
+    let file = format!(
+        "rate_limit = \"10/s\"\n{}",
+        pipeline(&server.uri(), Style::NextUrl, "")
+    );
+    let limit = etl_sources::rest::Pipeline::parse(&file, "items.toml", |_| None)
+        .unwrap()
+        .rate_limit;
+    assert_eq!(limit.map(|l| l.to_string()).as_deref(), Some("10/s"));
+    let throttle = std::sync::Arc::new(Throttle::new(limit));
+    let mut source = paused_source(&file, &throttle, None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("items.jsonl");
+    let sink = IdempotentSink::resume_as::<JsonRecord>(&out).unwrap();
+    let rejects = JsonlRejects::open(pipeline::rejects_path(&out)).unwrap();
+    let start = tokio::time::Instant::now();
+    let summary = pipeline::run(&mut source, &sink, &rejects, None)
+        .await
+        .unwrap();
+    assert_eq!(summary.new_rows, 20);
+    // 21 requests (20 pages and the retried 500) at 10 a second, evenly:
+    // at least 2 s from the first to the last.
+    assert_eq!(api.requests(), 21);
+    assert!(
+        start.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(records(&out).0.len(), 20);
+}
+
+#[tokio::test]
+async fn a_reset_beyond_max_retry_after_ends_the_run_naming_it_and_keeps_the_pages_before() {
+    let mut api = Api::new(Style::NextUrl, items(8));
+    api.script_from = 1;
+    api.script.lock().unwrap().push_back(
+        ResponseTemplate::new(403)
+            .insert_header("x-ratelimit-remaining", "0")
+            .insert_header("x-ratelimit-reset", reset_in(3600).as_str())
+            .set_body_string(r#"{"message":"API rate limit exceeded"}"#),
+    );
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let output = run(dir.path(), &file, &["--max-retry-after", "60s"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let said = text(&output);
+    assert!(
+        said.contains("3600") || said.contains("3599"),
+        "the wait is named: {said}"
+    );
+    assert!(said.contains("60"), "and the ceiling: {said}");
+    assert_eq!(
+        records(&dir.path().join("items.jsonl")).0.len(),
+        4,
+        "page 1 stays"
+    );
+    assert_eq!(api.requests(), 2, "not retried");
 }

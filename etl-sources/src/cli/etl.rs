@@ -10,6 +10,7 @@ use super::{report_error, Job, LogFormat, RunFlags, EXIT_USAGE};
 use crate::pipeline::output;
 use crate::replay::{Replay, ReplayServer};
 use crate::rest::{ChildSource, ConfigError, Feed, JsonRecord, Pipeline, RestSource, Tapped};
+use crate::throttle::Throttle;
 use crate::Source;
 use crate::SourceOptions;
 
@@ -238,9 +239,13 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
             ));
         }
     }
+    // One throttle for the run: the file's rate limit, and the waits the
+    // servers ask, held across every resource and request.
+    let rate_limit = pipelines.first().and_then(|(p, _)| p.rate_limit);
     let options = SourceOptions {
         timeout: flags.run.timeout(),
         max_retry_after: flags.run.max_retry_after,
+        throttle: std::sync::Arc::new(Throttle::new(rate_limit)),
         ..SourceOptions::default()
     };
     // Each resource in file order (a parent before its children), one

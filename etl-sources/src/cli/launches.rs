@@ -118,6 +118,7 @@ async fn source(args: &Args) -> Result<(SpaceDevsSource, Option<ReplayServer>), 
         max_retry_after: args.run.max_retry_after,
         incremental: false,
         since: None,
+        throttle: Default::default(),
     };
     let source = SpaceDevsSource::new(&base_url, options).map_err(|e| e.to_string())?;
     Ok((source, server))

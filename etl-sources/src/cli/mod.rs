@@ -7,7 +7,7 @@
 
 use clap::ValueEnum;
 use etl_core::EtlError;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::future::Future;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -110,6 +110,11 @@ pub fn init_logging(format: LogFormat) {
 /// with every metric's help text.
 pub fn install_recorder() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(crate::metrics::RATE_LIMIT_WAIT.to_string()),
+            crate::metrics::RATE_LIMIT_WAIT_BUCKETS,
+        )
+        .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| e.to_string())?;
     crate::metrics::describe();

@@ -15,6 +15,7 @@ use super::keys;
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 use super::stamp::{self, TimeUnit, UpdatedAt};
+use crate::throttle::RateLimit;
 use std::time::Duration;
 
 /// A pipeline file that cannot run: what is wrong, where.
@@ -87,6 +88,9 @@ struct File {
     /// `false`: read to feed the children, never written.
     #[serde(default)]
     load: Option<Spanned<bool>>,
+    /// The run's one rate limit (top level only).
+    #[serde(default)]
+    rate_limit: Option<Spanned<toml::Value>>,
 }
 
 impl File {
@@ -126,6 +130,8 @@ impl File {
             parent: self.parent.clone(),
             from_parent: self.from_parent.clone(),
             load: self.load.clone(),
+            // The run's: never a resource's own.
+            rate_limit: top.rate_limit.clone(),
         }
     }
 }
@@ -199,6 +205,12 @@ pub struct Pipeline {
     /// Whether its records are written (`load`, default `true`); `false`:
     /// read only to feed its children.
     pub load: bool,
+    /// The run's rate limit (`rate_limit`, top level only, so the same in
+    /// every resource of a file): at most N requests in any window, across
+    /// every resource and request of the run, retries included. A run
+    /// keeps it by making its sources' [`crate::SourceOptions::throttle`]
+    /// with it ([`crate::throttle::Throttle::new`]).
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// The method of every request of a pipeline.
@@ -297,6 +309,15 @@ impl Pipeline {
                 "path",
                 "is a key of a [[resource]], resolved against `url`",
             ));
+        }
+        for own in &file.resource {
+            if let Some(limit) = &own.get_ref().rate_limit {
+                return Err(at.key(
+                    limit.span(),
+                    &format!("resource {}: rate_limit", own.get_ref().name.get_ref()),
+                    "is a key of the top level: one limit holds for every request of the run",
+                ));
+            }
         }
         let own_keys = [
             ("parent", file.parent.as_ref().map(Spanned::span)),
@@ -541,6 +562,17 @@ impl Pipeline {
             None => None,
             Some(a) => Some(auth::from_table(a, &at, env)?),
         };
+        let rate_limit = match &file.rate_limit {
+            None => None,
+            Some(limit) => Some(
+                limit
+                    .get_ref()
+                    .as_str()
+                    .ok_or_else(|| "must be a string such as \"10/s\"".to_owned())
+                    .and_then(str::parse::<RateLimit>)
+                    .map_err(|e| at.key(limit.span(), "rate_limit", &e))?,
+            ),
+        };
         Ok(Pipeline {
             name: name.clone(),
             url,
@@ -558,6 +590,7 @@ impl Pipeline {
             parent: file.parent.as_ref().map(|p| p.get_ref().clone()),
             from_parent,
             load: file.load.as_ref().is_none_or(|l| *l.get_ref()),
+            rate_limit,
         })
     }
 

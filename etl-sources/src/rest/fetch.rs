@@ -12,6 +12,7 @@ use url::Url;
 
 use super::auth::Auth;
 use super::paginate::Request;
+use crate::throttle::Throttle;
 use crate::wire;
 
 /// What every request of a source is sent with: its client (headers,
@@ -23,7 +24,7 @@ pub(crate) struct Fetcher {
     pub(crate) client: reqwest::Client,
     pub(crate) auth: Option<Arc<dyn Auth>>,
     pub(crate) max_retry_after: Option<Duration>,
-    pub(crate) throttle: Arc<wire::Throttle>,
+    pub(crate) throttle: Arc<Throttle>,
 }
 
 /// A page as it came: its body and headers.
@@ -78,8 +79,7 @@ impl InFlight {
         body: Option<Vec<u8>>,
     ) -> Self {
         let fetcher = Arc::clone(fetcher);
-        let task =
-            tokio::spawn(async move { fetcher.fetch_page(&url, body.as_deref()).await });
+        let task = tokio::spawn(async move { fetcher.fetch_page(&url, body.as_deref()).await });
         InFlight { request, task }
     }
 

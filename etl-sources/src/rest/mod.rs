@@ -125,7 +125,7 @@ impl RestSource {
             client,
             auth: pipeline.auth.as_ref().map(|auth| Arc::from(auth.boxed())),
             max_retry_after: options.max_retry_after,
-            throttle: Arc::default(),
+            throttle: Arc::clone(&options.throttle),
         });
         let mut source = RestSource {
             fetcher,
@@ -293,11 +293,7 @@ impl Source for RestSource {
         let (url, request_body) = self.prepared(&request)?;
         let fetched = match self.ahead.take() {
             Some(ahead) if ahead.request == request => ahead.page().await,
-            _ => {
-                self.fetcher
-                    .fetch_page(&url, request_body.as_deref())
-                    .await
-            }
+            _ => self.fetcher.fetch_page(&url, request_body.as_deref()).await,
         };
         let (body, response_headers) = fetched?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
