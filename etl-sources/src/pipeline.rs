@@ -124,28 +124,37 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
             Err(error) => return Err(RunError { done, error }),
         };
         let last = max_pages.is_some_and(|max| done.pages + 1 >= max);
-        let (loaded, next) = if last {
-            (load(sink, rejects, &page).await, None)
+        let next = if last {
+            match load(sink, rejects, &page).await {
+                Ok(counts) => count_loaded(&mut done, &page, counts),
+                Err(error) => return Err(RunError { done, error }),
+            }
+            None
         } else {
-            load_while_fetching(load(sink, rejects, &page), source.next_page()).await
+            // The fetch is polled first, so its request is on the wire
+            // before a load that blocks its thread (a write and
+            // `fdatasync`) starts. A failed load drops the fetch, whatever
+            // it got; a page is counted as soon as it is loaded.
+            let fetch = source.next_page();
+            let loading = load(sink, rejects, &page);
+            tokio::pin!(fetch, loading);
+            let mut next = None;
+            let loaded = loop {
+                tokio::select! {
+                    biased;
+                    got = &mut fetch, if next.is_none() => next = Some(got),
+                    loaded = &mut loading => break loaded,
+                }
+            };
+            match loaded {
+                Ok(counts) => count_loaded(&mut done, &page, counts),
+                Err(error) => return Err(RunError { done, error }),
+            }
+            Some(match next {
+                Some(next) => next,
+                None => fetch.await,
+            })
         };
-        let (new_rows, new_rejects) = match loaded {
-            Ok(counts) => counts,
-            Err(error) => return Err(RunError { done, error }),
-        };
-        done.pages += 1;
-        crate::metrics::page_loaded();
-        done.rows += page.rows.len();
-        done.new_rows += new_rows;
-        done.rejected += page.rejects.len();
-        done.new_rejects += new_rejects;
-        tracing::info!(
-            page = done.pages,
-            rows = page.rows.len(),
-            new = new_rows,
-            rejected = page.rejects.len(),
-            "page loaded"
-        );
         on_page(&Progress {
             done,
             pages_total: source.pages_total(),
@@ -157,6 +166,28 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
         }
     }
     Ok(done)
+}
+
+/// Counts a page loaded with `(new rows, new rejects)` into `done`, in
+/// the metrics and as one `info` event.
+fn count_loaded<T>(
+    done: &mut Summary,
+    page: &crate::PageRead<T>,
+    (new_rows, new_rejects): (usize, usize),
+) {
+    done.pages += 1;
+    crate::metrics::page_loaded();
+    done.rows += page.rows.len();
+    done.new_rows += new_rows;
+    done.rejected += page.rejects.len();
+    done.new_rejects += new_rejects;
+    tracing::info!(
+        page = done.pages,
+        rows = page.rows.len(),
+        new = new_rows,
+        rejected = page.rejects.len(),
+        "page loaded"
+    );
 }
 
 /// A page's rows into `sink` and its rejects into `rejects`: the counts of
@@ -181,32 +212,4 @@ async fn load<T: etl_core::Record + Clone, S: Sink<T> + ?Sized, R: RejectSink + 
             .await?
     };
     Ok((new_rows, new_rejects))
-}
-
-/// Runs `load` and `fetch` together until the load ends. The fetch is
-/// polled first, so its request is on the wire before a load that blocks
-/// its thread (a write and `fdatasync`) starts. A failed load drops the
-/// fetch, whatever it got: `None` for the next page. Otherwise the fetch is
-/// awaited to its end.
-async fn load_while_fetching<T, F: std::future::Future>(
-    load: impl std::future::Future<Output = Result<T, EtlError>>,
-    fetch: F,
-) -> (Result<T, EtlError>, Option<F::Output>) {
-    tokio::pin!(load, fetch);
-    let mut next = None;
-    let loaded = loop {
-        tokio::select! {
-            biased;
-            got = &mut fetch, if next.is_none() => next = Some(got),
-            loaded = &mut load => break loaded,
-        }
-    };
-    if loaded.is_err() {
-        return (loaded, None);
-    }
-    let next = match next {
-        Some(next) => next,
-        None => fetch.await,
-    };
-    (loaded, Some(next))
 }

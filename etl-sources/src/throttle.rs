@@ -190,6 +190,7 @@ impl Throttle {
         ceiling: Option<Duration>,
     ) -> Result<InFlightGuard<'_>, EtlError> {
         let start = Instant::now();
+        let mut held = false;
         let until = self.hold_of(origin);
         if let Some(until) = until.filter(|until| *until > start) {
             let wait = until - start;
@@ -200,13 +201,17 @@ impl Throttle {
                 });
             }
             tokio::time::sleep_until(until).await;
+            held = true;
         }
         if let Some((_, limiter)) = &self.limiter {
             while let Err(not_until) = limiter.check() {
                 tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
+                held = true;
             }
         }
-        self.held(start.elapsed());
+        if held {
+            self.held(start.elapsed());
+        }
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         Ok(InFlightGuard(self))
     }
