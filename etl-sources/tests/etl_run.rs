@@ -624,6 +624,16 @@ async fn invalid_files_and_an_unwritable_metrics_file_exit_2_before_any_request(
             "`rate_limit` must be a string such as \"10/s\"",
         ),
         (
+            format!("concurrency = 0\n{good}"),
+            vec![],
+            "items.toml, line 1: `concurrency` must be a whole number of at least 1",
+        ),
+        (
+            format!("concurrency = 2.5\n{good}"),
+            vec![],
+            "`concurrency` must be a whole number of at least 1",
+        ),
+        (
             good.clone(),
             vec!["--metrics-file", "/nonexistent-dir/m.prom"],
             "--metrics-file /nonexistent-dir/m.prom: cannot be written",
@@ -1180,4 +1190,60 @@ async fn a_reset_beyond_max_retry_after_ends_the_run_naming_it_and_keeps_the_pag
         "page 1 stays"
     );
     assert_eq!(api.requests(), 2, "not retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_pages_go_eight_at_a_time_are_written_in_order_and_a_kill_then_incremental_loses_nothing(
+) {
+    let delay = Duration::from_millis(40);
+    let mut api = Api::new(Style::Offset, items(96));
+    api.delay = delay;
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "concurrency = 8\n{}",
+        pipeline(
+            &server.uri(),
+            Style::Offset,
+            "[incremental]\nparam = \"updated_since\"\n"
+        )
+    );
+    let out = dir.path().join("items.jsonl");
+
+    // Killed mid-run, twice: what is written is a prefix, in order.
+    let mut at_once = Vec::new();
+    for pages in [3, 9] {
+        api.arrivals.lock().unwrap().clear();
+        let child = etl(dir.path(), &file, &["--incremental"]).spawn().unwrap();
+        common::kill_after(child, pages, Duration::from_millis(7)).await;
+        // One process's requests (a killed one's last are still held by
+        // the server while the next starts).
+        at_once.push(api.most_at_once(delay - Duration::from_millis(5)));
+        let (written, _) = records(&out);
+        let ids: Vec<u64> = written.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+        assert!(
+            ids.len() < 96,
+            "the kill landed mid-run ({} written)",
+            ids.len()
+        );
+        assert_eq!(
+            ids,
+            (1..=ids.len() as u64).collect::<Vec<_>>(),
+            "a prefix, in order"
+        );
+    }
+    assert!(
+        at_once.iter().all(|n| (2..=8).contains(n)),
+        "requests in flight together: {at_once:?}"
+    );
+
+    let finished = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(finished.status.code(), Some(0), "{}", text(&finished));
+    let (written, ids) = records(&out);
+    assert_eq!(ids.len(), 96, "every record");
+    assert!(ids.values().all(|&n| n == 1), "each once: {ids:?}");
+    let order: Vec<u64> = written.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "pages written in their order");
 }

@@ -91,6 +91,9 @@ struct File {
     /// The run's one rate limit (top level only).
     #[serde(default)]
     rate_limit: Option<Spanned<toml::Value>>,
+    /// Requests in flight for the whole run (top level only).
+    #[serde(default)]
+    concurrency: Option<Spanned<toml::Value>>,
 }
 
 impl File {
@@ -132,6 +135,7 @@ impl File {
             load: self.load.clone(),
             // The run's: never a resource's own.
             rate_limit: top.rate_limit.clone(),
+            concurrency: top.concurrency.clone(),
         }
     }
 }
@@ -211,7 +215,16 @@ pub struct Pipeline {
     /// keeps it by making its sources' [`crate::SourceOptions::throttle`]
     /// with it ([`crate::throttle::Throttle::new`]).
     pub rate_limit: Option<RateLimit>,
+    /// Requests in flight (`concurrency`, top level only, default 4, at
+    /// least 1): the pages of a chain sent ahead once known (`offset` and
+    /// `page_number` with their total), and the chains of a child
+    /// resource read at once. Resources run one after another, so it
+    /// bounds the whole run.
+    pub concurrency: usize,
 }
+
+/// Requests in flight when the file does not say.
+pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// The method of every request of a pipeline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -311,11 +324,16 @@ impl Pipeline {
             ));
         }
         for own in &file.resource {
-            if let Some(limit) = &own.get_ref().rate_limit {
+            let own = own.get_ref();
+            let run_keys = [
+                ("rate_limit", own.rate_limit.as_ref().map(Spanned::span)),
+                ("concurrency", own.concurrency.as_ref().map(Spanned::span)),
+            ];
+            if let Some((key, Some(span))) = run_keys.into_iter().find(|(_, s)| s.is_some()) {
                 return Err(at.key(
-                    limit.span(),
-                    &format!("resource {}: rate_limit", own.get_ref().name.get_ref()),
-                    "is a key of the top level: one limit holds for every request of the run",
+                    span,
+                    &format!("resource {}: {key}", own.name.get_ref()),
+                    "is a key of the top level: it holds for every request of the run",
                 ));
             }
         }
@@ -573,6 +591,21 @@ impl Pipeline {
                     .map_err(|e| at.key(limit.span(), "rate_limit", &e))?,
             ),
         };
+        let concurrency = match &file.concurrency {
+            None => DEFAULT_CONCURRENCY,
+            Some(n) => n
+                .get_ref()
+                .as_integer()
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    at.key(
+                        n.span(),
+                        "concurrency",
+                        "must be a whole number of at least 1 (requests in flight; 1 = one at a time)",
+                    )
+                })?,
+        };
         Ok(Pipeline {
             name: name.clone(),
             url,
@@ -591,6 +624,7 @@ impl Pipeline {
             from_parent,
             load: file.load.as_ref().is_none_or(|l| *l.get_ref()),
             rate_limit,
+            concurrency,
         })
     }
 

@@ -5,10 +5,14 @@
 //! kept per parent.
 
 use etl_core::{EtlError, Reject};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -148,23 +152,49 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
 /// stored rows a JSONL output scans, [`Source::stored_updated_at`], or
 /// handed over by a table output through [`Source::parent_cursors`]); a
 /// parent with none stored reads everything (or from `initial`).
-#[derive(Debug)]
+///
+/// Up to `concurrency` chains are read at once, each with one request in
+/// flight; a page is handed over as soon as it came, and each chain's
+/// pages in their order. A run stopped at any moment has written a prefix
+/// of every chain, so each parent's cursor stays right.
 pub struct ChildSource {
     template: Pipeline,
     options: SourceOptions,
     parents: VecDeque<ParentRecord>,
-    /// The chain under way.
-    chain: Option<RestSource>,
+    /// The chains under way, each reading its next page.
+    chains: FuturesUnordered<Chain>,
     incremental: bool,
     /// `_parent` (its JSON text) -> the newest update time stored.
     cursors: Mutex<HashMap<String, String>>,
-    /// The waits the finished chains were asked for.
-    throttled: Duration,
     pages: u32,
     /// The client every chain sends with, where their headers are the
     /// same (no placeholder in them): one connection pool for all.
     client: Option<reqwest::Client>,
     shared_client: bool,
+}
+
+/// One chain reading its next page, and the chain back with it.
+type Chain = Pin<
+    Box<dyn Future<Output = (RestSource, Result<Option<PageRead<JsonRecord>>, EtlError>)> + Send>,
+>;
+
+/// `source`'s next page, as a chain under way.
+fn read_on(mut source: RestSource) -> Chain {
+    Box::pin(async move {
+        let page = source.next_page().await;
+        (source, page)
+    })
+}
+
+impl fmt::Debug for ChildSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildSource")
+            .field("resource", &self.template.name)
+            .field("parents_left", &self.parents.len())
+            .field("chains", &self.chains.len())
+            .field("pages", &self.pages)
+            .finish()
+    }
 }
 
 impl ChildSource {
@@ -180,16 +210,15 @@ impl ChildSource {
             template,
             options,
             parents: parents.into(),
-            chain: None,
+            chains: FuturesUnordered::new(),
             incremental: false,
             cursors: Mutex::new(HashMap::new()),
-            throttled: Duration::ZERO,
             pages: 0,
         }
     }
 
-    /// The chain of `parent`'s children, or the reject of a parent whose
-    /// values are missing.
+    /// Starts the chain of `parent`'s children, or gives the reject of a
+    /// parent whose values are missing.
     fn start(&mut self, parent: ParentRecord) -> Result<Option<Reject>, EtlError> {
         let values = match parent.values {
             Ok(values) => values,
@@ -233,7 +262,8 @@ impl ChildSource {
             source.read_since(cursor.as_deref())?;
         }
         source.set_parent(marker);
-        self.chain = Some(source);
+        source.send_none_ahead();
+        self.chains.push(read_on(source));
         Ok(None)
     }
 }
@@ -243,9 +273,9 @@ impl Source for ChildSource {
 
     async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
         loop {
-            let Some(source) = &mut self.chain else {
+            while self.chains.len() < self.template.concurrency {
                 let Some(parent) = self.parents.pop_front() else {
-                    return Ok(None);
+                    break;
                 };
                 if let Some(reject) = self.start(parent)? {
                     self.pages += 1;
@@ -256,27 +286,28 @@ impl Source for ChildSource {
                         count: None,
                     }));
                 }
-                continue;
-            };
-            match source.next_page().await? {
-                None => {
-                    self.throttled += source.throttled();
-                    self.chain = None;
-                }
-                Some(page) => {
+            }
+            // Whichever chain's page came first; a chain that ended makes
+            // room for the next parent's.
+            match self.chains.next().await {
+                None => return Ok(None),
+                Some((_, Ok(None))) => {}
+                Some((source, Ok(Some(page)))) => {
                     self.pages += 1;
+                    self.chains.push(read_on(source));
                     return Ok(Some(page));
+                }
+                // Kept: the next call asks for the same page again.
+                Some((source, Err(e))) => {
+                    self.chains.push(read_on(source));
+                    return Err(e);
                 }
             }
         }
     }
 
     fn throttled(&self) -> Duration {
-        self.throttled
-            + self
-                .chain
-                .as_ref()
-                .map_or(Duration::ZERO, |s| s.throttled())
+        self.options.throttle.total()
     }
 
     /// Each chain reads from its own parent's cursor; the one given (the

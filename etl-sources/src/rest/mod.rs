@@ -32,7 +32,7 @@ mod record;
 mod stamp;
 
 pub use auth::Auth;
-pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline};
+pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline, DEFAULT_CONCURRENCY};
 pub use family::{ChildSource, Feed, ParentRecord, Tapped};
 pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
@@ -44,6 +44,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use url::{Origin, Url};
@@ -71,8 +72,11 @@ use pointer::Body;
 ///
 /// Once a page said where the next one is, that request is sent at once,
 /// on a task of its own, while the page is read and loaded (so a source
-/// must be read inside a tokio runtime). A read that stops early leaves at
-/// most that one request unanswered.
+/// must be read inside a tokio runtime); where the paginator knows the
+/// requests after it too ([`Paginator::planned`]: `offset` and
+/// `page_number` once the total is known), up to `concurrency` are in
+/// flight. Pages are handed over in their order whatever order they came
+/// in. A read that stops early leaves those requests unanswered.
 ///
 /// Of [`SourceOptions`], `timeout` and `max_retry_after` apply; the rest
 /// belongs to the file (`limit` is `[params]`, the API key is `[auth]`,
@@ -84,8 +88,12 @@ pub struct RestSource {
     origin: Origin,
     paginator: Box<dyn Paginator>,
     next: Option<Request>,
-    /// The request of `next`, sent before it was asked for.
-    ahead: Option<InFlight>,
+    /// Requests sent before they were asked for, in their order: `next`'s,
+    /// then those the paginator knows follow it. The window that puts
+    /// pages that came out of order back in order.
+    ahead: VecDeque<InFlight>,
+    /// How many may be in flight at once (0: none sent ahead).
+    width: usize,
     pages: u32,
     /// A pagination that stopped making progress: the next call fails
     /// with this, after the page that showed it was handed over.
@@ -132,7 +140,8 @@ impl RestSource {
             origin,
             paginator,
             next: None,
-            ahead: None,
+            ahead: VecDeque::new(),
+            width: pipeline.concurrency,
             pages: 0,
             stalled: None,
             parent: None,
@@ -250,14 +259,35 @@ impl RestSource {
         Ok((url, body))
     }
 
-    /// Sends `next` ahead, unless it would fail before leaving (the
-    /// next call then fails with that, as without sending ahead).
+    /// Sends ahead `next` and the requests known to follow it, up to the
+    /// width: those already in flight are kept, any other in flight is
+    /// dropped (cancelled). A request that would fail before leaving is not
+    /// sent, nor any after it (the call that needs it fails as it would
+    /// have).
     fn send_ahead(&mut self) {
-        self.ahead = None;
-        let Some(next) = &self.next else { return };
-        if let Ok((url, body)) = self.prepared(next) {
-            self.ahead = Some(InFlight::send(&self.fetcher, next.clone(), url, body));
+        let mut old = std::mem::take(&mut self.ahead);
+        let Some(next) = self.next.clone().filter(|_| self.width > 0) else {
+            return;
+        };
+        let wanted = std::iter::once(next).chain(self.paginator.planned(self.width - 1));
+        for request in wanted {
+            if old.front().is_some_and(|sent| sent.request == request) {
+                self.ahead.extend(old.pop_front());
+                continue;
+            }
+            let Ok((url, body)) = self.prepared(&request) else {
+                break;
+            };
+            self.ahead
+                .push_back(InFlight::send(&self.fetcher, request, url, body));
         }
+    }
+
+    /// Sends no request ahead: each goes when its page is asked for (the
+    /// chains of a child resource, which run side by side instead).
+    pub(crate) fn send_none_ahead(&mut self) {
+        self.width = 0;
+        self.ahead.clear();
     }
 }
 
@@ -291,8 +321,9 @@ impl Source for RestSource {
             return Ok(None);
         };
         let (url, request_body) = self.prepared(&request)?;
-        let fetched = match self.ahead.take() {
-            Some(ahead) if ahead.request == request => ahead.page().await,
+        let sent = self.ahead.pop_front();
+        let fetched = match sent {
+            Some(sent) if sent.request == request => sent.page().await,
             _ => self.fetcher.fetch_page(&url, request_body.as_deref()).await,
         };
         let (body, response_headers) = fetched?;
@@ -379,7 +410,7 @@ impl Source for RestSource {
         };
         let base = self.base(Some(sent.as_deref()));
         self.next = Some(self.paginator.first(&base));
-        self.ahead = None;
+        self.ahead.clear();
         Ok(())
     }
 

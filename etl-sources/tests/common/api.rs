@@ -72,6 +72,8 @@ pub struct Api {
     pub next_override: Option<String>,
     /// Real time each page takes.
     pub delay: std::time::Duration,
+    /// When each request arrived.
+    pub arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 /// `n` items, ids 1..=n, updated at distinct times.
@@ -101,6 +103,7 @@ impl Api {
             bodies: Default::default(),
             next_override: None,
             delay: std::time::Duration::ZERO,
+            arrivals: Default::default(),
         }
     }
 
@@ -118,6 +121,19 @@ impl Api {
     pub fn requests(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+
+    /// The most requests that arrived within `window` of each other: with
+    /// each answer held `delay`, and `window` under it, requests that were
+    /// all awaiting their answers at once.
+    #[allow(dead_code)] // not every test binary that shares it asks
+    pub fn most_at_once(&self, window: std::time::Duration) -> usize {
+        let mut at = self.arrivals.lock().unwrap().clone();
+        at.sort();
+        (0..at.len())
+            .map(|i| at[i..].iter().take_while(|t| **t - at[i] < window).count())
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl Respond for Api {
@@ -125,6 +141,10 @@ impl Respond for Api {
         let answered = {
             let mut seen = self.seen.lock().unwrap();
             seen.push(request.url.clone());
+            self.arrivals
+                .lock()
+                .unwrap()
+                .push(std::time::Instant::now());
             seen.len() - 1
         };
         // A POST's JSON body: its top-level members count as the query's.

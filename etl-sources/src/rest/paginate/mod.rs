@@ -79,6 +79,17 @@ pub trait Paginator: fmt::Debug + Send + Sync {
     /// not say what the style needs as it should.
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError>;
 
+    /// Up to `n` requests that follow the one [`Paginator::next`] last
+    /// returned, where they are known before its page is read (the pages
+    /// of `offset` and `page_number` once a page gave the total): the
+    /// source sends them ahead, at most `concurrency` in flight. Each must
+    /// be the very request `next` will return in its turn; one that is not
+    /// is dropped unused and sent again. None by default.
+    fn planned(&self, n: usize) -> Vec<Request> {
+        let _ = n;
+        Vec::new()
+    }
+
     /// Pages in all, once a page said (a progress bar's length).
     fn pages_total(&self) -> Option<u64> {
         None
@@ -437,5 +448,137 @@ pub(crate) mod tests {
             headers,
             entries: &entries,
         })
+    }
+}
+
+#[cfg(test)]
+mod planned {
+    use super::tests::next;
+    use super::*;
+    use crate::rest::Pipeline;
+
+    fn paginator(paginate: &str) -> Box<dyn Paginator> {
+        let file = format!(
+            "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
+        );
+        Pipeline::parse(&file, "items.toml", |_| None)
+            .unwrap()
+            .paginate
+    }
+
+    fn queries(requests: &[Request]) -> Vec<String> {
+        requests
+            .iter()
+            .map(|r| r.in_query().query().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    /// Every request `next` returns, in turn, against the requests planned
+    /// before it: each planned one is the one `next` then returns.
+    fn walk(mut paginator: Box<dyn Paginator>, body: &dyn Fn(&Request) -> String) -> Vec<String> {
+        let base = Url::parse("http://x/items").unwrap();
+        let mut request = paginator.first(&base);
+        let mut planned_before: Vec<Request> = Vec::new();
+        let mut all = Vec::new();
+        let none = HeaderMap::new();
+        loop {
+            all.push(request.clone());
+            let got = next(
+                paginator.as_mut(),
+                &request.in_query(),
+                &body(&request),
+                &none,
+            )
+            .unwrap();
+            let Some(following) = got else { break };
+            if let Some(first) = planned_before.first() {
+                assert_eq!(
+                    *first, following,
+                    "a planned request is the one next returns"
+                );
+            }
+            planned_before = paginator.planned(3);
+            request = following;
+        }
+        assert!(planned_before.is_empty() || all.len() < 2);
+        queries(&all)
+    }
+
+    #[test]
+    fn offset_plans_the_offsets_below_the_total_once_it_is_known() {
+        let mut offset = paginator("style = \"offset\"\nlimit = 10\ntotal = \"/count\"\n");
+        assert!(offset.planned(3).is_empty(), "nothing before a page");
+        let base = Url::parse("http://x/items").unwrap();
+        let first = offset.first(&base);
+        let none = HeaderMap::new();
+        next(
+            offset.as_mut(),
+            &first.in_query(),
+            r#"{"data": [], "count": 45}"#,
+            &none,
+        )
+        .unwrap();
+        assert_eq!(
+            queries(&offset.planned(8)),
+            [
+                "offset=20&limit=10",
+                "offset=30&limit=10",
+                "offset=40&limit=10"
+            ]
+        );
+        let walked = walk(
+            paginator("style = \"offset\"\nlimit = 10\ntotal = \"/count\"\n"),
+            &|r| {
+                format!(
+                    r#"{{"data": [{:?}], "count": 45}}"#,
+                    r.in_query().as_str()
+                )
+            },
+        );
+        assert_eq!(walked.len(), 5);
+        // With has_more deciding the end, nothing is planned.
+        let mut more =
+            paginator("style = \"offset\"\nlimit = 10\ntotal = \"/count\"\nhas_more = \"/more\"\n");
+        let first = more.first(&base);
+        next(
+            more.as_mut(),
+            &first.in_query(),
+            r#"{"data": [1], "count": 45, "more": true}"#,
+            &none,
+        )
+        .unwrap();
+        assert!(more.planned(3).is_empty());
+    }
+
+    #[test]
+    fn page_number_plans_the_pages_up_to_the_total() {
+        let walked = walk(
+            paginator("style = \"page_number\"\ntotal_pages = \"/pages\"\n"),
+            &|r| {
+                format!(
+                    r#"{{"data": [{:?}], "pages": 6}}"#,
+                    r.in_query().as_str()
+                )
+            },
+        );
+        assert_eq!(
+            walked,
+            ["page=1", "page=2", "page=3", "page=4", "page=5", "page=6"]
+        );
+        let mut pages = paginator("style = \"page_number\"\nstart = 0\ntotal_pages = \"/pages\"\n");
+        let base = Url::parse("http://x/items").unwrap();
+        let first = pages.first(&base);
+        next(
+            pages.as_mut(),
+            &first.in_query(),
+            r#"{"data": [1], "pages": 3}"#,
+            &HeaderMap::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            queries(&pages.planned(5)),
+            ["page=2"],
+            "pages 0, 1 and 2: after 1, only 2"
+        );
     }
 }

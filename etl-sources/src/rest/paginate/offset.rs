@@ -22,6 +22,8 @@ pub(crate) struct Offset {
     base: Option<Url>,
     /// The offset last asked for.
     at: u64,
+    /// The records in all, as the last page that said it said.
+    total_known: Option<u64>,
     total_pages: Option<u64>,
     repeats: Repeats,
 }
@@ -44,16 +46,21 @@ impl Offset {
             has_more: keys.pointer("has_more")?,
             base: None,
             at: 0,
+            total_known: None,
             total_pages: None,
             repeats: Repeats::default(),
         }))
     }
 
     fn request(&self, base: &Url) -> Request {
+        self.request_at(base, self.at)
+    }
+
+    fn request_at(&self, base: &Url, at: u64) -> Request {
         Request::with(
             base,
             vec![
-                (self.offset_param.clone(), self.at.into()),
+                (self.offset_param.clone(), at.into()),
                 (self.limit_param.clone(), self.limit.into()),
             ],
         )
@@ -75,6 +82,7 @@ impl Paginator for Offset {
             None => None,
         };
         if let Some(total) = total {
+            self.total_known = Some(total);
             self.total_pages = Some(total.div_ceil(self.limit).max(1));
         }
         self.repeats.check(page, &self.offset_param)?;
@@ -85,6 +93,20 @@ impl Paginator for Offset {
             (None, None) => (page.entries.len() as u64) < self.limit,
         };
         Ok((!ended).then(|| self.request(&base)))
+    }
+
+    /// The offsets after the next one, below the total, once a page gave
+    /// it (and no `has_more` decides the end instead).
+    fn planned(&self, n: usize) -> Vec<Request> {
+        let (Some(total), None, Some(base)) = (self.total_known, &self.has_more, &self.base) else {
+            return Vec::new();
+        };
+        (1..=n as u64)
+            .map_while(|k| {
+                let at = self.at.checked_add(k.checked_mul(self.limit)?)?;
+                (at < total).then(|| self.request_at(base, at))
+            })
+            .collect()
     }
 
     fn pages_total(&self) -> Option<u64> {

@@ -72,6 +72,21 @@ impl Paginator for PageNumber {
         Ok((!ended).then(|| Request::with(&base, vec![(self.page_param.clone(), self.at.into())])))
     }
 
+    /// The page numbers after the next one, up to the total, once a page
+    /// gave it (and no `has_more` decides the end instead).
+    fn planned(&self, n: usize) -> Vec<Request> {
+        let (Some(total), None, Some(base)) = (self.pages, &self.has_more, &self.base) else {
+            return Vec::new();
+        };
+        (1..=n as u64)
+            .map_while(|k| {
+                let number = self.at.checked_add(k)?;
+                (number - self.start < total)
+                    .then(|| Request::with(base, vec![(self.page_param.clone(), number.into())]))
+            })
+            .collect()
+    }
+
     fn pages_total(&self) -> Option<u64> {
         self.pages
     }
