@@ -219,10 +219,7 @@ impl CircuitBreaker {
     }
 
     fn gauge(&self, open: bool) {
-        #[cfg(feature = "metrics")]
-        crate::metrics::circuit_open(self.name, open);
-        #[cfg(not(feature = "metrics"))]
-        let _ = open;
+        super::op::circuit_changed(self.name, open);
     }
 }
 

@@ -7,6 +7,9 @@
 //! same code as before the feature existed.
 
 #[cfg(feature = "metrics")]
+mod recorded;
+
+#[cfg(feature = "metrics")]
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -19,7 +22,7 @@ use super::Stop;
 pub struct Op {
     name: &'static str,
     #[cfg(feature = "metrics")]
-    keys: OnceLock<crate::metrics::OpKeys>,
+    keys: OnceLock<recorded::OpKeys>,
 }
 
 impl Op {
@@ -57,18 +60,18 @@ impl OpRef {
     /// The op's metric keys: built at its first use. A name given at run
     /// time is looked up among the names seen so far (one short lock).
     #[cfg(feature = "metrics")]
-    pub(crate) fn keys(self) -> &'static crate::metrics::OpKeys {
+    fn keys(self) -> &'static recorded::OpKeys {
         let op = match self {
             OpRef::Static(op) => op,
-            OpRef::Named(name) => crate::metrics::interned(name),
+            OpRef::Named(name) => recorded::interned(name),
         };
-        op.keys.get_or_init(|| crate::metrics::OpKeys::new(op.name))
+        op.keys.get_or_init(|| recorded::OpKeys::new(op.name))
     }
 }
 
 #[cfg(feature = "metrics")]
 impl Op {
-    /// A leaked op for a name given at run time (see `metrics::interned`).
+    /// A leaked op for a name given at run time (see `recorded::interned`).
     pub(crate) fn leaked(name: &'static str) -> &'static Op {
         Box::leak(Box::new(Op::new(name)))
     }
@@ -91,7 +94,7 @@ pub(crate) enum Reason {
 #[inline]
 pub(crate) fn succeeded(op: OpRef) {
     #[cfg(feature = "metrics")]
-    crate::metrics::call_ended(op, Stop::Succeeded);
+    recorded::call_ended(op, Stop::Succeeded);
     #[cfg(not(feature = "metrics"))]
     let _ = op;
 }
@@ -100,7 +103,7 @@ pub(crate) fn succeeded(op: OpRef) {
 #[cold]
 pub(crate) fn stopped(op: OpRef, stop: Stop) {
     #[cfg(feature = "metrics")]
-    crate::metrics::call_ended(op, stop);
+    recorded::call_ended(op, stop);
     #[cfg(not(feature = "metrics"))]
     let _ = (op, stop);
 }
@@ -110,7 +113,17 @@ pub(crate) fn stopped(op: OpRef, stop: Stop) {
 #[cold]
 pub(crate) fn retrying(op: OpRef, reason: Reason, delay: Duration) {
     #[cfg(feature = "metrics")]
-    crate::metrics::retrying(op, reason, delay);
+    recorded::retrying(op, reason, delay);
     #[cfg(not(feature = "metrics"))]
     let _ = (op, reason, delay);
+}
+
+/// A circuit breaker named `breaker` opened (`true`) or closed: cold, a
+/// few times a run.
+#[cold]
+pub(crate) fn circuit_changed(breaker: &'static str, open: bool) {
+    #[cfg(feature = "metrics")]
+    recorded::circuit_open(breaker, open);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (breaker, open);
 }
