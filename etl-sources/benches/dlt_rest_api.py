@@ -2,11 +2,17 @@
 JSONL file (the filesystem destination): the peer that rest_throughput.rs
 measures `etl run` against.
 
-    python dlt_rest_api.py URL WORKDIR
+    python dlt_rest_api.py URL WORKDIR [family | family-parallel]
 
 URL is the first page (`{"results": [...], "next": URL | null}`); dlt follows
 `next` (its json_link paginator) and writes the records as JSONL under
 WORKDIR. Prints the number of records loaded.
+
+With `family`, URL is the server's root: `parents` is one page of
+`{"id": n, "page": n}` records (not loaded), and `items` is read once for
+each, `items?page={resources.parents.page}`, a single page each: dlt's
+parent and child. `family-parallel` marks the child `parallelized=True`
+(its requests run in dlt's extract workers: EXTRACT__WORKERS).
 """
 
 import os
@@ -16,11 +22,36 @@ import dlt
 from dlt.sources.rest_api import rest_api_source
 
 
+def family(url: str, parallel: bool) -> dict:
+    return {
+        "client": {"base_url": url, "paginator": "single_page"},
+        "resources": [
+            {
+                "name": "parents",
+                "selected": False,
+                "endpoint": {"path": "parents", "data_selector": "results"},
+            },
+            {
+                "name": "items",
+                "parallelized": parallel,
+                "endpoint": {
+                    "path": "items",
+                    "params": {"page": "{resources.parents.page}"},
+                    "data_selector": "results",
+                },
+            },
+        ],
+    }
+
+
 def main() -> None:
     url, workdir = sys.argv[1], sys.argv[2]
-    base, _, path = url.rpartition("/")
-    source = rest_api_source(
-        {
+    mode = sys.argv[3] if len(sys.argv) > 3 else "list"
+    if mode in ("family", "family-parallel"):
+        config = family(url, mode == "family-parallel")
+    else:
+        base, _, path = url.rpartition("/")
+        config = {
             "client": {
                 "base_url": base + "/",
                 "paginator": {"type": "json_link", "next_url_path": "next"},
@@ -32,7 +63,7 @@ def main() -> None:
                 }
             ],
         }
-    )
+    source = rest_api_source(config)
     pipeline = dlt.pipeline(
         pipeline_name="rest_throughput",
         pipelines_dir=os.path.join(workdir, "pipelines"),

@@ -229,7 +229,114 @@ fn latency(dir: &tempfile::TempDir) {
             "| `etl run` against the bare loop, pages of {size} | {:.3}x | | |",
             bare / wall
         );
+        if size == PAGE {
+            concurrent(dir, addr, bare, small.len());
+        }
     }
+}
+
+/// At `concurrency = 8` against the same distant server: `offset` with
+/// `total` and parent and child, each against 8x the bare sequential
+/// loop (`bare`, over `pages` pages) and, for parent and child, dlt; then
+/// `rate_limit = "20/s"`, counted at the server a second at a time.
+fn concurrent(dir: &tempfile::TempDir, addr: SocketAddr, bare: f64, pages: usize) {
+    const RUNS: usize = 3;
+    let limit = bare / 8.0;
+    println!(
+        "| the limit at concurrency 8: the bare loop's time / 8 | {limit:.3} s | {:.0} | |",
+        RECORDS as f64 / limit
+    );
+    let offset = |extra: &str| {
+        format!(
+            "{extra}concurrency = 8\nname = \"items\"\nurl = \"http://{addr}/items\"\nrecords = \"/results\"\n\
+             id = \"/id\"\nupdated_at = \"/updated_at\"\n[paginate]\nstyle = \"offset\"\nlimit = {PAGE}\ntotal = \"/count\"\n"
+        )
+    };
+    let file = dir.path().join("offset.toml");
+    std::fs::write(&file, offset("")).unwrap();
+    let runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl(&file, dir.path(), None)).collect();
+    let wall = median(runs.iter().map(|r| r.0).collect());
+    let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    row(
+        "`etl run`, offset with total, concurrency = 8 (process)",
+        wall,
+        RECORDS,
+        Some(rss),
+    );
+    println!(
+        "| `etl run` offset against the limit | {:.3}x | | |",
+        limit / wall
+    );
+
+    let family = dir.path().join("family.toml");
+    std::fs::write(
+        &family,
+        format!(
+            "concurrency = 8\nname = \"shop\"\nurl = \"http://{addr}/\"\nrecords = \"/results\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n\
+             [[resource]]\nname = \"parents\"\npath = \"parents\"\nload = false\n\
+             [[resource]]\nname = \"items\"\nparent = \"parents\"\npath = \"items?page={{page}}\"\n\
+             [resource.from_parent]\npage = \"/page\"\n"
+        ),
+    )
+    .unwrap();
+    let runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl_family(&family, dir.path())).collect();
+    let family_wall = median(runs.iter().map(|r| r.0).collect());
+    let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    row(
+        &format!("`etl run`, parent and child, {pages} parents, concurrency = 8 (process)"),
+        family_wall,
+        RECORDS,
+        Some(rss),
+    );
+    println!(
+        "| `etl run` parent and child against the limit | {:.3}x | | |",
+        limit / family_wall
+    );
+    if let Ok(python) = std::env::var("ETL_DLT_PYTHON") {
+        for (mode, name) in [
+            ("family-parallel", "dlt 1.31, parallelized=True, 8 workers"),
+            ("family", "dlt 1.31, default"),
+        ] {
+            let wall = median(
+                (0..RUNS)
+                    .map(|_| dlt_mode(&python, &format!("http://{addr}/"), mode))
+                    .collect(),
+            );
+            row(&format!("{name} (process)"), wall, RECORDS, None);
+            println!(
+                "| `etl run` parent and child against {name} | {:.2}x | | |",
+                wall / family_wall
+            );
+        }
+    }
+
+    // The rate limit: the server counts each wall-clock second.
+    std::fs::write(&file, offset("rate_limit = \"20/s\"\n")).unwrap();
+    ARRIVALS.lock().unwrap().clear();
+    let (wall, rss) = etl(&file, dir.path(), None);
+    let at = ARRIVALS.lock().unwrap().clone();
+    let most = (0..at.len())
+        .map(|i| {
+            at[i..]
+                .iter()
+                .take_while(|t| t.duration_since(at[i]) < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let span = at.last().unwrap().duration_since(at[0]).as_secs_f64();
+    row(
+        "`etl run`, offset, rate_limit = \"20/s\", concurrency = 8 (process)",
+        wall,
+        RECORDS,
+        Some(rss),
+    );
+    println!(
+        "| rate_limit = \"20/s\": {} requests, at most {most} in any second, {:.2} requests/s | | | |",
+        at.len(),
+        (at.len() - 1) as f64 / span
+    );
 }
 
 fn row(name: &str, wall: f64, records: usize, rss_kb: Option<u64>) {
@@ -324,9 +431,14 @@ fn hash(pages: &[Bytes]) {
     }
 }
 
-/// Serves `/items?page=N` (1-based) from `pages` and `/big?page=N` from
-/// `big` on a thread of its own, each answer after `latency` (a sleep, as
-/// a distant server's round trip costs the client nothing but time).
+/// When each request arrived, at every server of this process (the rate
+/// limit's check counts them a second at a time).
+static ARRIVALS: std::sync::Mutex<Vec<Instant>> = std::sync::Mutex::new(Vec::new());
+
+/// Serves `/items?page=N` (1-based) or `/items?offset=N` from `pages`
+/// and `/big?page=N` from `big` on a thread of its own, each answer after
+/// `latency` (a sleep, as a distant server's round trip costs the client
+/// nothing but time).
 fn serve(pages: Arc<Vec<Bytes>>, big: Arc<Vec<Bytes>>, latency: Duration) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -344,11 +456,18 @@ fn serve(pages: Arc<Vec<Bytes>>, big: Arc<Vec<Bytes>>, latency: Duration) -> Soc
                 tokio::spawn(async move {
                     let service =
                         hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                            let page = req
-                                .uri()
-                                .query()
-                                .and_then(|q| q.strip_prefix("page="))
-                                .and_then(|n| n.parse::<usize>().ok())
+                            ARRIVALS.lock().unwrap().push(Instant::now());
+                            let query = req.uri().query().unwrap_or("");
+                            let number = |name: &str| {
+                                query.split('&').find_map(|pair| {
+                                    pair.strip_prefix(name)?
+                                        .strip_prefix('=')?
+                                        .parse::<usize>()
+                                        .ok()
+                                })
+                            };
+                            let page = number("page")
+                                .or_else(|| number("offset").map(|at| at / PAGE + 1))
                                 .unwrap_or(1);
                             // The parents of the parent-and-child run: one
                             // page of one record a page of items.
@@ -457,6 +576,29 @@ fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
         run.stdout
     );
     (run.wall, run.max_rss_kb)
+}
+
+/// One dlt run of `benches/dlt_rest_api.py` in `mode` (`family`: the
+/// parents and a child request each; `family-parallel`: the child
+/// `parallelized=True`, 8 extract workers): wall seconds.
+fn dlt_mode(python: &str, url: &str, mode: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
+    let mut command = gnu_time::command(python);
+    command
+        .args([script, url])
+        .arg(dir.path())
+        .arg(mode)
+        .env("RUNTIME__LOG_LEVEL", "WARNING")
+        .env("EXTRACT__WORKERS", "8");
+    let run = gnu_time::run(command);
+    assert_eq!(
+        run.stdout.trim(),
+        RECORDS.to_string(),
+        "dlt loaded: {}",
+        run.stdout
+    );
+    run.wall
 }
 
 /// One dlt run into a fresh directory: wall seconds and peak RSS (KB).

@@ -294,7 +294,12 @@ impl Source for ChildSource {
                 Some((_, Ok(None))) => {}
                 Some((source, Ok(Some(page)))) => {
                     self.pages += 1;
-                    self.chains.push(read_on(source));
+                    // A chain that has ended makes room at once: the next
+                    // call starts the next parent's, whose request goes out
+                    // while this page is loaded.
+                    if !source.is_done() {
+                        self.chains.push(read_on(source));
+                    }
                     return Ok(Some(page));
                 }
                 // Kept: the next call asks for the same page again.

@@ -283,6 +283,11 @@ impl RestSource {
         }
     }
 
+    /// Whether the read has ended: no next page, and no error to report.
+    pub(crate) fn is_done(&self) -> bool {
+        self.next.is_none() && self.stalled.is_none()
+    }
+
     /// Sends no request ahead: each goes when its page is asked for (the
     /// chains of a child resource, which run side by side instead).
     pub(crate) fn send_none_ahead(&mut self) {

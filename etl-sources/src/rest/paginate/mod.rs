@@ -528,12 +528,7 @@ mod planned {
         );
         let walked = walk(
             paginator("style = \"offset\"\nlimit = 10\ntotal = \"/count\"\n"),
-            &|r| {
-                format!(
-                    r#"{{"data": [{:?}], "count": 45}}"#,
-                    r.in_query().as_str()
-                )
-            },
+            &|r| format!(r#"{{"data": [{:?}], "count": 45}}"#, r.in_query().as_str()),
         );
         assert_eq!(walked.len(), 5);
         // With has_more deciding the end, nothing is planned.
@@ -554,12 +549,7 @@ mod planned {
     fn page_number_plans_the_pages_up_to_the_total() {
         let walked = walk(
             paginator("style = \"page_number\"\ntotal_pages = \"/pages\"\n"),
-            &|r| {
-                format!(
-                    r#"{{"data": [{:?}], "pages": 6}}"#,
-                    r.in_query().as_str()
-                )
-            },
+            &|r| format!(r#"{{"data": [{:?}], "pages": 6}}"#, r.in_query().as_str()),
         );
         assert_eq!(
             walked,
