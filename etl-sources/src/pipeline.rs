@@ -36,8 +36,11 @@ pub struct Progress {
     pub done: Summary,
     /// Pages the listing holds in all, as far as the server's `count` says.
     pub pages_total: Option<u64>,
-    /// Time the server asked the run to wait (429 Retry-After) so far.
+    /// Time the run's requests were held back so far (a server's
+    /// Retry-After or spent quota, the rate limit).
     pub throttled: Duration,
+    /// Requests on the wire at that moment.
+    pub in_flight: u32,
 }
 
 /// A run that stopped on an error, with what it did before: every row of
@@ -159,6 +162,7 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
             done,
             pages_total: source.pages_total(),
             throttled: source.throttled(),
+            in_flight: source.in_flight(),
         });
         match next {
             Some(next) => fetched = next,

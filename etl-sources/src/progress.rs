@@ -42,9 +42,12 @@ pub fn update(bar: &ProgressBar, progress: &Progress) {
     if done.rejected > 0 {
         msg.push_str(&format!(", {} rejected", done.rejected));
     }
+    if progress.in_flight > 0 {
+        msg.push_str(&format!(" · {} in flight", progress.in_flight));
+    }
     if !progress.throttled.is_zero() {
         let waited = humantime::format_duration(Duration::from_secs(progress.throttled.as_secs()));
-        msg.push_str(&format!(" · rate-limit wait {waited}"));
+        msg.push_str(&format!(" · held back {waited}"));
     }
     bar.set_message(msg);
 }
@@ -83,7 +86,7 @@ mod tests {
     use crate::pipeline::Summary;
 
     #[test]
-    fn the_bar_shows_pages_rows_rejects_and_the_rate_limit_wait() {
+    fn the_bar_shows_pages_rows_rejects_requests_in_flight_and_the_time_held_back() {
         let bar = ProgressBar::hidden();
         let progress = Progress {
             done: Summary {
@@ -95,12 +98,13 @@ mod tests {
             },
             pages_total: Some(75),
             throttled: Duration::from_millis(2_429_400),
+            in_flight: 8,
         };
         update(&bar, &progress);
         assert_eq!((bar.position(), bar.length()), (3, Some(75)));
         assert_eq!(
             bar.message(),
-            "rows 20 new, 280 seen, 2 rejected · rate-limit wait 40m 29s"
+            "rows 20 new, 280 seen, 2 rejected · 8 in flight · held back 40m 29s"
         );
     }
 }

@@ -96,10 +96,16 @@ pub trait Source: Send {
         None
     }
 
-    /// How long the server asked this source to wait (429 Retry-After), in
-    /// all, so far. Zero by default.
+    /// How long this source's requests were held back so far, in all (a
+    /// server's Retry-After or spent quota, a rate limit). Zero by default.
     fn throttled(&self) -> Duration {
         Duration::ZERO
+    }
+
+    /// Requests sent and not yet answered, now (a progress display's).
+    /// Zero by default.
+    fn in_flight(&self) -> u32 {
+        0
     }
 
     /// Reads from here on only what changed at or after `cursor`: the

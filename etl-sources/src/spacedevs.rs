@@ -349,6 +349,10 @@ impl Source for SpaceDevsSource {
         self.throttle.total()
     }
 
+    fn in_flight(&self) -> u32 {
+        self.throttle.in_flight()
+    }
+
     /// Asks for launches updated at or after `cursor`, in `last_updated`
     /// order (as [`SourceOptions::incremental`] with `since`).
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {

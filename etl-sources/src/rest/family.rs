@@ -11,11 +11,10 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::fetch::Task;
 use super::pointer::Pointer;
 use super::{JsonRecord, Pipeline, RestSource};
 use crate::source::{PageRead, Source};
@@ -129,6 +128,10 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
         self.inner.throttled()
     }
 
+    fn in_flight(&self) -> u32 {
+        self.inner.in_flight()
+    }
+
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         self.inner.read_since(cursor)
     }
@@ -173,14 +176,14 @@ pub struct ChildSource {
     shared_client: bool,
 }
 
-/// One chain reading its next page, and the chain back with it.
-type Chain = Pin<
-    Box<dyn Future<Output = (RestSource, Result<Option<PageRead<JsonRecord>>, EtlError>)> + Send>,
->;
+/// One chain reading its next page, and the chain back with it: a task
+/// of its own, so its request leaves at once and its page is read on any
+/// thread, beside the load of the page before.
+type Chain = Task<(RestSource, Result<Option<PageRead<JsonRecord>>, EtlError>)>;
 
 /// `source`'s next page, as a chain under way.
 fn read_on(mut source: RestSource) -> Chain {
-    Box::pin(async move {
+    Task::spawn(async move {
         let page = source.next_page().await;
         (source, page)
     })
@@ -313,6 +316,10 @@ impl Source for ChildSource {
 
     fn throttled(&self) -> Duration {
         self.options.throttle.total()
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.options.throttle.in_flight()
     }
 
     /// Each chain reads from its own parent's cursor; the one given (the

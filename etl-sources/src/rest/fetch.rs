@@ -5,7 +5,10 @@
 use bytes::Bytes;
 use etl_core::{retry, EtlError};
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use url::Url;
@@ -59,6 +62,37 @@ impl Fetcher {
     }
 }
 
+/// A task of its own whose result is wanted later, cancelled if dropped
+/// first (a `JoinHandle` alone would let it run on, unwanted).
+#[derive(Debug)]
+pub(crate) struct Task<T>(JoinHandle<T>);
+
+impl<T: Send + 'static> Task<T> {
+    /// Runs `future` on a task of its own, from now.
+    pub(crate) fn spawn(future: impl Future<Output = T> + Send + 'static) -> Self {
+        Task(tokio::spawn(future))
+    }
+}
+
+impl<T> Future for Task<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
+            Ok(output) => output,
+            // Only a drop aborts the task, so this is its panic: it goes
+            // on here, where its result was wanted.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        })
+    }
+}
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A request sent before the page that needs it was asked for: a task of
 /// its own, so it runs while the source's caller loads the page before.
 /// Dropped unawaited (the read moved elsewhere, or stopped), it is
@@ -67,7 +101,7 @@ impl Fetcher {
 pub(crate) struct InFlight {
     /// What was sent, to match it against the request the read needs.
     pub(crate) request: Request,
-    task: JoinHandle<Fetched>,
+    task: Task<Fetched>,
 }
 
 impl InFlight {
@@ -79,23 +113,12 @@ impl InFlight {
         body: Option<Vec<u8>>,
     ) -> Self {
         let fetcher = Arc::clone(fetcher);
-        let task = tokio::spawn(async move { fetcher.fetch_page(&url, body.as_deref()).await });
+        let task = Task::spawn(async move { fetcher.fetch_page(&url, body.as_deref()).await });
         InFlight { request, task }
     }
 
     /// The page, once it came (or the error that ended its attempts).
-    pub(crate) async fn page(mut self) -> Fetched {
-        match (&mut self.task).await {
-            Ok(fetched) => fetched,
-            // The task is only ever aborted by drop, so this is a panic of
-            // the fetch: it goes on here, where the page was wanted.
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.task.abort();
+    pub(crate) async fn page(self) -> Fetched {
+        self.task.await
     }
 }

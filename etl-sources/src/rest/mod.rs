@@ -398,6 +398,10 @@ impl Source for RestSource {
         self.fetcher.throttle.total()
     }
 
+    fn in_flight(&self) -> u32 {
+        self.fetcher.throttle.in_flight()
+    }
+
     /// Requests carry `[incremental].param=<cursor>` and
     /// `[incremental].params` from the first page on.
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
