@@ -229,7 +229,7 @@ fn latency(dir: &tempfile::TempDir) {
             "| `etl run` against the bare loop, pages of {size} | {:.3}x | | |",
             bare / wall
         );
-        if size == PAGE {
+        if size == PAGE && std::env::var_os("ETL_BENCH_ETL_BIN").is_none() {
             concurrent(dir, addr, bare, small.len());
         }
     }
@@ -537,7 +537,7 @@ fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
     let out = dir.join("items.jsonl");
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(dir.join("items.rejects.jsonl"));
-    let mut command = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+    let mut command = gnu_time::command(etl_bin());
     command
         .arg("run")
         .arg(file)
@@ -557,12 +557,19 @@ fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
     (run.wall, run.max_rss_kb)
 }
 
+/// The `etl` binary measured: this build's, or `ETL_BENCH_ETL_BIN` (an
+/// earlier release, for before and after in one sitting; it runs the
+/// one-resource rows only).
+fn etl_bin() -> String {
+    std::env::var("ETL_BENCH_ETL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned())
+}
+
 /// One parent-and-child `etl run` into a fresh directory: wall seconds and
 /// peak RSS (KB).
 fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
     let out = dir.join("family");
     let _ = std::fs::remove_dir_all(&out);
-    let mut command = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+    let mut command = gnu_time::command(etl_bin());
     command
         .arg("run")
         .arg(file)
