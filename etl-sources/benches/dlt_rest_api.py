@@ -2,7 +2,7 @@
 JSONL file (the filesystem destination): the peer that rest_throughput.rs
 measures `etl run` against.
 
-    python dlt_rest_api.py URL WORKDIR [family | family-parallel]
+    python dlt_rest_api.py URL WORKDIR [list | family | family-parallel]
 
 URL is the first page (`{"results": [...], "next": URL | null}`); dlt follows
 `next` (its json_link paginator) and writes the records as JSONL under

@@ -123,24 +123,7 @@ fn main() {
         Some(small_rss),
     );
 
-    // Parent and child: one parent page of 200 records, then one request
-    // chain of one page each, the child's URL made from its parent's value:
-    // the same 200 pages of items, with `_parent` on each record.
-    let family = dir.path().join("family.toml");
-    std::fs::write(
-        &family,
-        format!(
-            "name = \"shop\"\nurl = \"http://{addr}/\"\nrecords = \"/results\"\nid = \"/id\"\n\
-             updated_at = \"/updated_at\"\n\
-             [[resource]]\nname = \"parents\"\npath = \"parents\"\nload = false\n\
-             [[resource]]\nname = \"items\"\nparent = \"parents\"\npath = \"items?page={{page}}\"\n\
-             [resource.from_parent]\npage = \"/page\"\n"
-        ),
-    )
-    .unwrap();
-    let family_runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl_family(&family, dir.path())).collect();
-    let family_wall = median(family_runs.iter().map(|r| r.0).collect());
-    let family_rss = family_runs.iter().map(|r| r.1).max().unwrap_or(0);
+    let (family_wall, family_rss) = family_runs(&dir, addr, "", RUNS);
     row(
         "`etl run`, parent and child: 200 parents, a child page of 500 each (process)",
         family_wall,
@@ -156,7 +139,7 @@ fn main() {
 
     match std::env::var("ETL_DLT_PYTHON") {
         Ok(python) => {
-            let runs: Vec<(f64, u64)> = (0..3).map(|_| dlt(&python, &first)).collect();
+            let runs: Vec<(f64, u64)> = (0..3).map(|_| dlt(&python, &first, "list")).collect();
             let wall = median(runs.iter().map(|r| r.0).collect());
             let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
             row(
@@ -268,21 +251,7 @@ fn concurrent(dir: &tempfile::TempDir, addr: SocketAddr, bare: f64, pages: usize
         limit / wall
     );
 
-    let family = dir.path().join("family.toml");
-    std::fs::write(
-        &family,
-        format!(
-            "concurrency = 8\nname = \"shop\"\nurl = \"http://{addr}/\"\nrecords = \"/results\"\nid = \"/id\"\n\
-             updated_at = \"/updated_at\"\n\
-             [[resource]]\nname = \"parents\"\npath = \"parents\"\nload = false\n\
-             [[resource]]\nname = \"items\"\nparent = \"parents\"\npath = \"items?page={{page}}\"\n\
-             [resource.from_parent]\npage = \"/page\"\n"
-        ),
-    )
-    .unwrap();
-    let runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl_family(&family, dir.path())).collect();
-    let family_wall = median(runs.iter().map(|r| r.0).collect());
-    let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    let (family_wall, rss) = family_runs(dir, addr, "concurrency = 8\n", RUNS);
     row(
         &format!("`etl run`, parent and child, {pages} parents, concurrency = 8 (process)"),
         family_wall,
@@ -300,7 +269,7 @@ fn concurrent(dir: &tempfile::TempDir, addr: SocketAddr, bare: f64, pages: usize
         ] {
             let wall = median(
                 (0..RUNS)
-                    .map(|_| dlt_mode(&python, &format!("http://{addr}/"), mode))
+                    .map(|_| dlt(&python, &format!("http://{addr}/"), mode).0)
                     .collect(),
             );
             row(&format!("{name} (process)"), wall, RECORDS, None);
@@ -564,6 +533,30 @@ fn etl_bin() -> String {
     std::env::var("ETL_BENCH_ETL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned())
 }
 
+/// Parent and child, `runs` times (the median wall, the most peak RSS):
+/// one parent page of 200 records, then one request chain of one page
+/// each, the child's URL made from its parent's value: the same 200 pages
+/// of items, with `_parent` on each record. `top` goes first in the file.
+fn family_runs(dir: &tempfile::TempDir, addr: SocketAddr, top: &str, runs: usize) -> (f64, u64) {
+    let family = dir.path().join("family.toml");
+    std::fs::write(
+        &family,
+        format!(
+            "{top}name = \"shop\"\nurl = \"http://{addr}/\"\nrecords = \"/results\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n\
+             [[resource]]\nname = \"parents\"\npath = \"parents\"\nload = false\n\
+             [[resource]]\nname = \"items\"\nparent = \"parents\"\npath = \"items?page={{page}}\"\n\
+             [resource.from_parent]\npage = \"/page\"\n"
+        ),
+    )
+    .unwrap();
+    let timed: Vec<(f64, u64)> = (0..runs).map(|_| etl_family(&family, dir.path())).collect();
+    (
+        median(timed.iter().map(|r| r.0).collect()),
+        timed.iter().map(|r| r.1).max().unwrap_or(0),
+    )
+}
+
 /// One parent-and-child `etl run` into a fresh directory: wall seconds and
 /// peak RSS (KB).
 fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
@@ -585,10 +578,11 @@ fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
     (run.wall, run.max_rss_kb)
 }
 
-/// One dlt run of `benches/dlt_rest_api.py` in `mode` (`family`: the
-/// parents and a child request each; `family-parallel`: the child
-/// `parallelized=True`, 8 extract workers): wall seconds.
-fn dlt_mode(python: &str, url: &str, mode: &str) -> f64 {
+/// One dlt run of `benches/dlt_rest_api.py` into a fresh directory, in
+/// `mode` (`list`: the items by next URL; `family`: the parents and a
+/// child request each; `family-parallel`: the child `parallelized=True`,
+/// 8 extract workers): wall seconds and peak RSS (KB).
+fn dlt(python: &str, url: &str, mode: &str) -> (f64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
     let mut command = gnu_time::command(python);
@@ -598,25 +592,6 @@ fn dlt_mode(python: &str, url: &str, mode: &str) -> f64 {
         .arg(mode)
         .env("RUNTIME__LOG_LEVEL", "WARNING")
         .env("EXTRACT__WORKERS", "8");
-    let run = gnu_time::run(command);
-    assert_eq!(
-        run.stdout.trim(),
-        RECORDS.to_string(),
-        "dlt loaded: {}",
-        run.stdout
-    );
-    run.wall
-}
-
-/// One dlt run into a fresh directory: wall seconds and peak RSS (KB).
-fn dlt(python: &str, url: &str) -> (f64, u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
-    let mut command = gnu_time::command(python);
-    command
-        .args([script, url])
-        .arg(dir.path())
-        .env("RUNTIME__LOG_LEVEL", "WARNING");
     let run = gnu_time::run(command);
     assert_eq!(
         run.stdout.trim(),

@@ -160,6 +160,21 @@ async fn etl(dir: &Path, file: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `etl run PATH --out OUT` started, its stderr piped for
+/// [`common::kill_after`].
+fn spawn_etl(path: &Path, out: &Path) -> tokio::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(path)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 fn text(output: &Output) -> String {
     format!(
         "exit {:?}\nstdout: {}\nstderr: {}",
@@ -335,16 +350,7 @@ async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once()
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("github.toml");
     std::fs::write(&path, file(&server.uri(), "")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_etl"))
-        .arg("run")
-        .arg(&path)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let child = spawn_etl(&path, &dir.path().join("out"));
     // The issues' page, then 7 comment chains.
     common::kill_after(child, 8, std::time::Duration::from_millis(3)).await;
     let (comments, _) = rows(&dir.path().join("out/comments.jsonl"));
@@ -381,16 +387,7 @@ async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_a_rerun_lose
         "[resource.paginate]\nstyle = \"page_number\"\n[resource.from_parent]",
     );
     std::fs::write(&path, format!("concurrency = 8\n{paged}")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_etl"))
-        .arg("run")
-        .arg(&path)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let child = spawn_etl(&path, &dir.path().join("out"));
     common::kill_after(child, 12, std::time::Duration::from_millis(2)).await;
     let (comments, _) = rows(&dir.path().join("out/comments.jsonl"));
     assert!(comments.len() < 48, "killed mid-run: {}", comments.len());
