@@ -116,9 +116,9 @@ impl Etl {
     }
 }
 
-/// The pipeline file `etl demo` runs, its URL the replay server's.
-pub const DEMO_PIPELINE: &str = r#"# Launch Library 2's list pages, as the bundled replay server serves them.
-name = "launches_demo"
+/// What both demo files read: Launch Library 2's list pages from the
+/// bundled replay server (its URL put in for `REPLAY_URL`).
+const DEMO_LAUNCHES: &str = r#"name = "launches_demo"
 url = "REPLAY_URL"
 records = "/results"
 id = "/id"
@@ -132,23 +132,9 @@ style = "next_url"
 next = "/next"
 "#;
 
-/// The file `etl demo --parent-child` runs: the launches, and for each
+/// The resources of `etl demo --parent-child`: the launches, and for each
 /// launch the upcoming launches of its launch service provider.
-pub const DEMO_PARENT_CHILD: &str = r#"# Launch Library 2's upcoming launches, and for each launch the upcoming
-# launches of its provider (lsp__id), as the bundled replay server serves them.
-name = "launches_demo"
-url = "REPLAY_URL"
-records = "/results"
-id = "/id"
-updated_at = "/last_updated"
-
-[params]
-limit = "5"
-
-[paginate]
-style = "next_url"
-next = "/next"
-
+const DEMO_FAMILY: &str = r#"
 [[resource]]
 name = "launches"
 
@@ -159,6 +145,21 @@ params = { lsp__id = "{provider}" }
 [resource.from_parent]
 provider = "/launch_service_provider/id"
 "#;
+
+/// The pipeline file `etl demo` runs (with `parent_child`, `etl demo
+/// --parent-child`), its URL the replay server's (`url`).
+pub fn demo_file(parent_child: bool, url: &str) -> String {
+    let file = if parent_child {
+        format!(
+            "# Launch Library 2's upcoming launches, and for each launch the upcoming\n\
+             # launches of its provider (lsp__id), as the bundled replay server serves them.\n\
+             {DEMO_LAUNCHES}{DEMO_FAMILY}"
+        )
+    } else {
+        format!("# Launch Library 2's list pages, as the bundled replay server serves them.\n{DEMO_LAUNCHES}")
+    };
+    file.replace("REPLAY_URL", url)
+}
 
 /// One whole `etl` run; the exit status. As [`super::run`] for `launches`:
 /// an invalid file (or `--incremental` it cannot serve) and an unwritable
@@ -182,13 +183,8 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         ),
         Command::Demo(demo) => match ReplayServer::start(Replay::bundled()).await {
             Ok(server) => {
-                let file = if demo.parent_child {
-                    many = true;
-                    DEMO_PARENT_CHILD
-                } else {
-                    DEMO_PIPELINE
-                };
-                let text = file.replace("REPLAY_URL", server.url().as_str());
+                many = demo.parent_child;
+                let text = demo_file(demo.parent_child, server.url().as_str());
                 println!("{text}");
                 (
                     Pipeline::parse_all(&text, "demo.toml", |_| None)
