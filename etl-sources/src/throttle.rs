@@ -6,14 +6,13 @@ use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
-use reqwest::header::HeaderMap;
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 use url::Origin;
 
@@ -216,18 +215,13 @@ impl Throttle {
         Ok(InFlightGuard(self))
     }
 
-    /// Reads a response's asked wait, if any ([`etl_core::http::asked_wait`],
-    /// and on any status an API's spent quota,
-    /// [`etl_core::http::quota_wait`]), and holds every request to
-    /// `origin` until it has passed.
-    pub(crate) fn heed(&self, origin: &Origin, status: u16, headers: &HeaderMap) {
-        let now = SystemTime::now();
-        let Some(wait) = etl_core::http::asked_wait(status, headers, now)
-            .or_else(|| etl_core::http::quota_wait(headers, now))
-            .filter(|wait| !wait.is_zero())
-        else {
+    /// Holds every request to `origin` for `wait` from now (longer holds
+    /// already there stand): what a server asked of one request, or its
+    /// spent quota, holds back all of them.
+    pub(crate) fn hold(&self, origin: &Origin, wait: Duration) {
+        if wait.is_zero() {
             return;
-        };
+        }
         let until = Instant::now() + wait.min(Duration::from_secs(u32::MAX.into()));
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         let held = holds.entry(origin.ascii_serialization()).or_insert(until);
@@ -252,7 +246,6 @@ impl Drop for InFlightGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::HeaderValue;
 
     fn origin() -> Origin {
         url::Url::parse("http://api.example/").unwrap().origin()
@@ -309,9 +302,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_wait_asked_by_one_response_holds_every_request_to_its_origin() {
         let throttle = Throttle::new(None);
-        let mut headers = HeaderMap::new();
-        headers.insert("retry-after", HeaderValue::from_static("3"));
-        throttle.heed(&origin(), 429, &headers);
+        throttle.hold(&origin(), Duration::from_secs(3));
         let start = Instant::now();
         let other = url::Url::parse("http://elsewhere.example/")
             .unwrap()
@@ -327,12 +318,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_spent_quota_on_a_success_holds_the_next_request_and_a_long_one_fails_it() {
+    async fn a_hold_longer_than_the_ceiling_fails_the_request_at_once_and_counts_it_in_flight_while_sent(
+    ) {
         let throttle = Throttle::new(None);
-        let mut headers = HeaderMap::new();
-        headers.insert("ratelimit-remaining", HeaderValue::from_static("0"));
-        headers.insert("ratelimit-reset", HeaderValue::from_static("90"));
-        throttle.heed(&origin(), 200, &headers);
+        throttle.hold(&origin(), Duration::from_secs(90));
         let e = throttle
             .admit(&origin(), Some(Duration::from_secs(60)))
             .await

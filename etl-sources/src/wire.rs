@@ -177,7 +177,11 @@ pub async fn get(
     };
     let status = response.status();
     crate::metrics::http_response(Some(status.as_u16()));
-    throttle.heed(&origin, status.as_u16(), response.headers());
+    // An API's spent quota, on any answer (a 200 that spent the last
+    // request included), holds back the next request to its origin.
+    if let Some(wait) = etl_core::http::quota_wait(response.headers(), SystemTime::now()) {
+        throttle.hold(&origin, wait);
+    }
     // Taken, not cloned: reading the body needs none of them.
     let headers = std::mem::take(response.headers_mut());
     let body = response
@@ -186,6 +190,11 @@ pub async fn get(
         .map_err(|e| transport_error(url, &e.without_url()))?;
     if !status.is_success() {
         let error = status_error(url, status.as_u16(), &headers, &body, SystemTime::now());
+        // What the server asked of this request holds back all of them
+        // (beyond the ceiling too, until the run stops).
+        if let Some(wait) = error.retry_after() {
+            throttle.hold(&origin, wait);
+        }
         let error = cap_retry_after(error, max_retry_after);
         // What the server asked for (the wait that follows, unless this
         // was the last attempt), for progress displays.

@@ -1247,3 +1247,38 @@ async fn offset_pages_go_eight_at_a_time_are_written_in_order_and_a_kill_then_in
     sorted.sort();
     assert_eq!(order, sorted, "pages written in their order");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_success_that_spends_the_quota_holds_back_the_next_request_until_the_reset() {
+    use etl_sources::Source;
+
+    let api = Api::new(Style::NextUrl, items(2));
+    // The last request of the window, answered: its page, and a quota of 0
+    // left until 40 s from now.
+    api.script.lock().unwrap().push_back(
+        ResponseTemplate::new(200)
+            .insert_header("ratelimit-remaining", "0")
+            .insert_header("ratelimit-reset", "40")
+            .set_body_json(json!({"data": items(2), "next": null})),
+    );
+    let server = api.clone().serve().await;
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let throttle = Default::default();
+    let mut first = paused_source(&file, &throttle, None);
+    let start = tokio::time::Instant::now();
+    assert_eq!(first.next_page().await.unwrap().unwrap().rows.len(), 2);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    // The next request of the run, another source's, waits for the reset.
+    let mut second = paused_source(&file, &throttle, None);
+    assert_eq!(second.next_page().await.unwrap().unwrap().rows.len(), 2);
+    assert!(
+        start.elapsed() >= Duration::from_secs(40),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(api.requests(), 2);
+}
