@@ -1282,3 +1282,21 @@ async fn a_success_that_spends_the_quota_holds_back_the_next_request_until_the_r
     );
     assert_eq!(api.requests(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_1_keeps_one_request_in_flight() {
+    let delay = Duration::from_millis(30);
+    let mut api = Api::new(Style::Offset, items(24));
+    api.delay = delay;
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "concurrency = 1\n{}",
+        pipeline(&server.uri(), Style::Offset, "")
+    );
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(records(&dir.path().join("items.jsonl")).1.len(), 24);
+    assert_eq!(api.requests(), 6, "24 items, 4 a page");
+    assert_eq!(api.most_at_once(delay - Duration::from_millis(5)), 1);
+}
