@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::fetch::Task;
-use super::pointer::Pointer;
+use super::pointer::{Body, Pointer};
 use super::{JsonRecord, Pipeline, RestSource};
 use crate::source::{PageRead, Source};
 use crate::SourceOptions;
@@ -343,15 +343,23 @@ impl Source for ChildSource {
 
     /// A stored child's update time, and, as a scan goes, the newest one
     /// of its parent's.
+    /// A stored row's top level is read as unparsed members (as
+    /// [`RestSource`]'s scan reads it); `_parent` is keyed by its text as
+    /// stored, which is the compact JSON a chain's rows are made with.
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         let at = self.template.updated_at.as_ref()?;
-        let row: Value = serde_json::from_slice(stored).ok()?;
-        let stamp = at.read(at.pointer.get(&row)?.clone()).ok()??;
-        if let Some(parent) = row.get("_parent") {
+        let body = Body::parse(std::str::from_utf8(stored).ok()?).ok()?;
+        let stamp = at.of_stored(&body)?;
+        if let Some(parent) = body.member("_parent") {
             let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
-            let newest = cursors.entry(parent.to_string()).or_default();
-            if crate::cursor::is_newer(&stamp, newest) {
-                newest.clone_from(&stamp);
+            match cursors.get_mut(parent) {
+                Some(newest) if crate::cursor::is_newer(&stamp, newest) => {
+                    newest.clone_from(&stamp)
+                }
+                Some(_) => {}
+                None => {
+                    cursors.insert(parent.to_owned(), stamp.clone());
+                }
             }
         }
         Some(Cow::Owned(stamp))

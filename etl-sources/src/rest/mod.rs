@@ -428,10 +428,7 @@ impl Source for RestSource {
     /// record once, building none of it.
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
         let at = self.pipeline.updated_at.as_ref()?;
-        let value = Body::parse(std::str::from_utf8(stored).ok()?)
-            .ok()?
-            .value_at(&at.pointer)
-            .ok()??;
-        at.read(value).ok()?.map(Cow::Owned)
+        let body = Body::parse(std::str::from_utf8(stored).ok()?).ok()?;
+        at.of_stored(&body).map(Cow::Owned)
     }
 }

@@ -214,6 +214,15 @@ impl<'a> Body<'a> {
         Ok(Body { top })
     }
 
+    /// The text of the top-level member `name`, as sent; `None` when the
+    /// body is not an object or has no such member.
+    pub fn member(&self, name: &str) -> Option<&'a str> {
+        match &self.top {
+            Top::Object(members) => members.get(name).map(|raw| raw.get()),
+            _ => None,
+        }
+    }
+
     /// The entries of the array at `pointer`; `None` when there is none.
     pub fn array_at(
         &self,

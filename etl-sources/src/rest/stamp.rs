@@ -28,6 +28,12 @@ impl UpdatedAt {
         read(value, self.unit.unwrap_or_default())
     }
 
+    /// The update time of a stored record (its top level read as `body`),
+    /// for the cursor of a scan; `None` when it has none that reads.
+    pub(crate) fn of_stored(&self, body: &crate::rest::pointer::Body<'_>) -> Option<String> {
+        self.read(body.value_at(&self.pointer).ok()??).ok()?
+    }
+
     /// `cursor` (RFC 3339) as an incremental request sends it: in the
     /// records' form. `None` if it is not RFC 3339 UTC and must be a
     /// number.
