@@ -106,8 +106,8 @@ pub struct SpaceDevsSource {
     /// Entries all pages hold, and the page size, once the first page came.
     count: Option<u64>,
     page_size: Option<u64>,
-    /// Time the server asked us to wait (a 429's or 503's Retry-After) in
-    /// all, in ms.
+    /// The run's throttle ([`SourceOptions::throttle`]): its holds and
+    /// rate limit, and the time held back so far.
     throttle: Arc<Throttle>,
     /// An incremental read whose last page did not move the cursor: the
     /// next call fails with this instead of asking for the same page again.

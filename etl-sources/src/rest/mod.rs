@@ -244,9 +244,9 @@ impl RestSource {
         self.pipeline.auth.as_ref()?.secret_param()
     }
 
-    /// The request of `request`, as sent: its URL and body, after the
-    /// check that it stays on the file's origin.
-    fn prepared(&self, request: &Request) -> Result<(Url, Option<Vec<u8>>), EtlError> {
+    /// Where `request` goes, after the check that it stays on the file's
+    /// origin.
+    fn url_on_origin(&self, request: &Request) -> Result<Url, EtlError> {
         let url = self.url_of(request);
         if url.origin() != self.origin {
             return Err(EtlError::Refused(format!(
@@ -255,8 +255,13 @@ impl RestSource {
                 self.origin.ascii_serialization()
             )));
         }
-        let body = self.body_of(request)?;
-        Ok((url, body))
+        Ok(url)
+    }
+
+    /// The request of `request`, as sent: its URL (on the file's origin)
+    /// and body.
+    fn prepared(&self, request: &Request) -> Result<(Url, Option<Vec<u8>>), EtlError> {
+        Ok((self.url_on_origin(request)?, self.body_of(request)?))
     }
 
     /// Sends ahead `next` and the requests known to follow it, up to the
@@ -325,11 +330,14 @@ impl Source for RestSource {
         let Some(request) = self.next.clone() else {
             return Ok(None);
         };
-        let (url, request_body) = self.prepared(&request)?;
-        let sent = self.ahead.pop_front();
-        let fetched = match sent {
+        let url = self.url_on_origin(&request)?;
+        // Sent ahead already, or sent now (its body made only then).
+        let fetched = match self.ahead.pop_front() {
             Some(sent) if sent.request == request => sent.page().await,
-            _ => self.fetcher.fetch_page(&url, request_body.as_deref()).await,
+            _ => {
+                let body = self.body_of(&request)?;
+                self.fetcher.fetch_page(&url, body.as_deref()).await
+            }
         };
         let (body, response_headers) = fetched?;
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
