@@ -107,12 +107,14 @@ fn main() {
         ),
     )
     .unwrap();
-    let mut etl_runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl(&file, dir.path(), None)).collect();
+    let mut etl_runs: Vec<(f64, u64)> = (0..RUNS)
+        .map(|_| etl(&file, &dir.path().join("items.jsonl"), None))
+        .collect();
     let etl_wall = median(etl_runs.iter().map(|r| r.0).collect());
     let etl_rss = etl_runs.iter().map(|r| r.1).max().unwrap_or(0);
     row("`etl run` (process)", etl_wall, RECORDS, Some(etl_rss));
     etl_runs = (0..RUNS)
-        .map(|_| etl(&file, dir.path(), Some(40)))
+        .map(|_| etl(&file, &dir.path().join("items.jsonl"), Some(40)))
         .collect();
     let small_wall = median(etl_runs.iter().map(|r| r.0).collect());
     let small_rss = etl_runs.iter().map(|r| r.1).max().unwrap_or(0);
@@ -198,7 +200,7 @@ fn latency(dir: &tempfile::TempDir) {
         )
         .unwrap();
         let runs: Vec<(f64, u64)> = (0..LATENCY_RUNS)
-            .map(|_| etl(&file, dir.path(), None))
+            .map(|_| etl(&file, &dir.path().join("items.jsonl"), None))
             .collect();
         let wall = median(runs.iter().map(|r| r.0).collect());
         let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
@@ -237,7 +239,9 @@ fn concurrent(dir: &tempfile::TempDir, addr: SocketAddr, bare: f64, pages: usize
     };
     let file = dir.path().join("offset.toml");
     std::fs::write(&file, offset("")).unwrap();
-    let runs: Vec<(f64, u64)> = (0..RUNS).map(|_| etl(&file, dir.path(), None)).collect();
+    let runs: Vec<(f64, u64)> = (0..RUNS)
+        .map(|_| etl(&file, &dir.path().join("items.jsonl"), None))
+        .collect();
     let wall = median(runs.iter().map(|r| r.0).collect());
     let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
     row(
@@ -283,7 +287,7 @@ fn concurrent(dir: &tempfile::TempDir, addr: SocketAddr, bare: f64, pages: usize
     // The rate limit: the server counts each wall-clock second.
     std::fs::write(&file, offset("rate_limit = \"20/s\"\n")).unwrap();
     ARRIVALS.lock().unwrap().clear();
-    let (wall, rss) = etl(&file, dir.path(), None);
+    let (wall, rss) = etl(&file, &dir.path().join("items.jsonl"), None);
     let at = ARRIVALS.lock().unwrap().clone();
     let most = (0..at.len())
         .map(|i| {
@@ -501,17 +505,19 @@ fn bare_loop(addr: SocketAddr, path: &str, pages: usize) -> f64 {
     })
 }
 
-/// One `etl run` into a fresh file: wall seconds and peak RSS (KB).
-fn etl(file: &Path, dir: &Path, max_pages: Option<u32>) -> (f64, u64) {
-    let out = dir.join("items.jsonl");
-    let _ = std::fs::remove_file(&out);
-    let _ = std::fs::remove_file(dir.join("items.rejects.jsonl"));
+/// One `etl run` of `file` into a fresh `out` (a JSONL file, or the
+/// directory of a file of many resources): wall seconds and peak RSS (KB).
+/// It must write every record (with `max_pages`, that many pages of them).
+fn etl(file: &Path, out: &Path, max_pages: Option<u32>) -> (f64, u64) {
+    let _ = std::fs::remove_file(out);
+    let _ = std::fs::remove_dir_all(out);
+    let _ = std::fs::remove_file(etl_sources::pipeline::rejects_path(out));
     let mut command = gnu_time::command(etl_bin());
     command
         .arg("run")
         .arg(file)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .args(["--log-format", "json"]);
     if let Some(n) = max_pages {
         command.args(["--max-pages", &n.to_string()]);
@@ -550,32 +556,13 @@ fn family_runs(dir: &tempfile::TempDir, addr: SocketAddr, top: &str, runs: usize
         ),
     )
     .unwrap();
-    let timed: Vec<(f64, u64)> = (0..runs).map(|_| etl_family(&family, dir.path())).collect();
+    let timed: Vec<(f64, u64)> = (0..runs)
+        .map(|_| etl(&family, &dir.path().join("family"), None))
+        .collect();
     (
         median(timed.iter().map(|r| r.0).collect()),
         timed.iter().map(|r| r.1).max().unwrap_or(0),
     )
-}
-
-/// One parent-and-child `etl run` into a fresh directory: wall seconds and
-/// peak RSS (KB).
-fn etl_family(file: &Path, dir: &Path) -> (f64, u64) {
-    let out = dir.join("family");
-    let _ = std::fs::remove_dir_all(&out);
-    let mut command = gnu_time::command(etl_bin());
-    command
-        .arg("run")
-        .arg(file)
-        .arg("--out")
-        .arg(&out)
-        .args(["--log-format", "json"]);
-    let run = gnu_time::run(command);
-    assert!(
-        run.stdout.contains(&format!("{RECORDS} new rows")),
-        "etl run: {}",
-        run.stdout
-    );
-    (run.wall, run.max_rss_kb)
 }
 
 /// One dlt run of `benches/dlt_rest_api.py` into a fresh directory, in
