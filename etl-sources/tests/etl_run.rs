@@ -7,8 +7,8 @@ mod api;
 mod common;
 
 use api::{items, Api, Style};
+use common::{records, text};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -55,31 +55,6 @@ async fn run_with_token(dir: &Path, file: &str, token: &str) -> Output {
         .output()
         .await
         .unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The records of a JSONL output, checking each line is whole, and how
-/// many times each id is there.
-fn records(path: &Path) -> (Vec<Value>, HashMap<String, usize>) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(text.is_empty() || text.ends_with('\n'), "no torn last line");
-    let records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let mut ids = HashMap::new();
-    for r in &records {
-        *ids.entry(r["id"].to_string()).or_insert(0) += 1;
-    }
-    (records, ids)
 }
 
 #[tokio::test]

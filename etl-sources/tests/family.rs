@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::{records, text};
+
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -105,6 +107,36 @@ impl Repo {
         server
     }
 
+    /// Issue 2 changes and gets a new comment (23), and the requests seen
+    /// so far are forgotten.
+    fn change_issue_2(&self) {
+        self.seen.lock().unwrap().clear();
+        self.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
+        self.comments
+            .lock()
+            .unwrap()
+            .get_mut(&2)
+            .unwrap()
+            .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    }
+
+    /// After [`Repo::change_issue_2`], a table output's incremental run:
+    /// issue 3, the newest held, is met again at the issues' cursor, so
+    /// the comments of 2 and 3 are asked for, each from its own newest held
+    /// comment (the chains run side by side: in either order).
+    fn assert_issues_2_and_3_read_from_their_own_cursors(&self) {
+        let mut asked = self.comment_requests();
+        asked.sort();
+        assert_eq!(
+            asked,
+            [
+                ("/repos/o/r/issues/2/comments".to_string(), Some(at(12))),
+                ("/repos/o/r/issues/3/comments".to_string(), Some(at(12)))
+            ],
+            "the issues read, each from its own newest held comment"
+        );
+    }
+
     fn comment_requests(&self) -> Vec<Asked> {
         self.seen
             .lock()
@@ -175,29 +207,6 @@ fn spawn_etl(path: &Path, out: &Path) -> tokio::process::Child {
         .unwrap()
 }
 
-fn text(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The rows of a JSONL output, and how often each id stands in it.
-fn rows(path: &Path) -> (Vec<Value>, HashMap<String, usize>) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let rows: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let mut ids = HashMap::new();
-    for r in &rows {
-        *ids.entry(r["id"].to_string()).or_insert(0) += 1;
-    }
-    (rows, ids)
-}
-
 #[tokio::test]
 async fn issues_and_their_comments_load_once_and_incrementally_per_issue() {
     let repo = Repo::new();
@@ -221,7 +230,7 @@ async fn issues_and_their_comments_load_once_and_incrementally_per_issue() {
         stdout.contains("done: comments: ") && stdout.contains("6 records read, 6 new rows"),
         "{stdout}"
     );
-    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
     assert_eq!(comments.len(), 6);
     assert!(ids.values().all(|&n| n == 1));
     for comment in &comments {
@@ -246,14 +255,7 @@ async fn issues_and_their_comments_load_once_and_incrementally_per_issue() {
 
     // Issue 2 changes and gets a new comment; issue 3 gets a new comment
     // too, but is not changed itself, so it is not read, nor its comments.
-    repo.seen.lock().unwrap().clear();
-    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
-    repo.comments
-        .lock()
-        .unwrap()
-        .get_mut(&2)
-        .unwrap()
-        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    repo.change_issue_2();
     repo.comments
         .lock()
         .unwrap()
@@ -275,10 +277,10 @@ async fn issues_and_their_comments_load_once_and_incrementally_per_issue() {
         [("/repos/o/r/issues/2/comments".to_string(), Some(at(12)))],
         "only the changed issue's comments, from its own newest held comment"
     );
-    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
     assert_eq!(comments.len(), 7, "comment 23 once");
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
-    let (issues, ids) = rows(&dir.path().join("out/issues.jsonl"));
+    let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
     assert_eq!(issues.len(), 5, "issue 2 changed: a new row");
     assert_eq!(ids["102"], 2);
 }
@@ -298,7 +300,7 @@ async fn a_parent_with_load_false_feeds_its_children_and_is_not_written() {
         text(&run)
     );
     assert!(!dir.path().join("out/issues.jsonl").exists());
-    assert_eq!(rows(&dir.path().join("out/comments.jsonl")).0.len(), 6);
+    assert_eq!(records(&dir.path().join("out/comments.jsonl")).0.len(), 6);
     // Named, a resource is written: its parent is read to feed it.
     let only = etl(dir.path(), &file, &["--resource", "comments"]).await;
     assert_eq!(only.status.code(), Some(0), "{}", text(&only));
@@ -353,7 +355,7 @@ async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once()
     let child = spawn_etl(&path, &dir.path().join("out"));
     // The issues' page, then 7 comment chains.
     common::kill_after(child, 8, std::time::Duration::from_millis(3)).await;
-    let (comments, _) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, _) = records(&dir.path().join("out/comments.jsonl"));
     assert!(
         comments.len() < 40,
         "killed before the last chain: {}",
@@ -362,10 +364,10 @@ async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once()
 
     let again = etl(dir.path(), &std::fs::read_to_string(&path).unwrap(), &[]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
-    let (issues, ids) = rows(&dir.path().join("out/issues.jsonl"));
+    let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
     assert_eq!(issues.len(), 20);
     assert!(ids.values().all(|&n| n == 1));
-    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
     assert_eq!(comments.len(), 40);
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
@@ -389,7 +391,7 @@ async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_a_rerun_lose
     std::fs::write(&path, format!("concurrency = 8\n{paged}")).unwrap();
     let child = spawn_etl(&path, &dir.path().join("out"));
     common::kill_after(child, 12, std::time::Duration::from_millis(2)).await;
-    let (comments, _) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, _) = records(&dir.path().join("out/comments.jsonl"));
     assert!(comments.len() < 48, "killed mid-run: {}", comments.len());
     let written: Vec<u64> = comments.iter().map(|c| c["id"].as_u64().unwrap()).collect();
     for id in &written {
@@ -408,7 +410,7 @@ async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_a_rerun_lose
 
     let again = etl(dir.path(), &std::fs::read_to_string(&path).unwrap(), &[]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
-    let (comments, ids) = rows(&dir.path().join("out/comments.jsonl"));
+    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
     assert_eq!(comments.len(), 48, "{ids:?}");
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
@@ -466,14 +468,7 @@ async fn into_postgresql_each_resource_is_its_own_table_and_children_carry_their
 
     // Incremental, the cursors kept by the tables: issue 2 changes and
     // gets a comment; only its comments are asked for, from its own newest.
-    repo.seen.lock().unwrap().clear();
-    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
-    repo.comments
-        .lock()
-        .unwrap()
-        .get_mut(&2)
-        .unwrap()
-        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    repo.change_issue_2();
     let incremental = Command::new(env!("CARGO_BIN_EXE_etl"))
         .arg("run")
         .arg(&path)
@@ -485,19 +480,7 @@ async fn into_postgresql_each_resource_is_its_own_table_and_children_carry_their
         .await
         .unwrap();
     assert_eq!(incremental.status.code(), Some(0), "{}", text(&incremental));
-    // Issue 3, the newest held, is met again at the issues' cursor: its
-    // chain is read too, from its own newest comment.
-    // (The chains run side by side: in either order.)
-    let mut asked = repo.comment_requests();
-    asked.sort();
-    assert_eq!(
-        asked,
-        [
-            ("/repos/o/r/issues/2/comments".to_string(), Some(at(12))),
-            ("/repos/o/r/issues/3/comments".to_string(), Some(at(12)))
-        ],
-        "the issues read, each from its own newest held comment"
-    );
+    repo.assert_issues_2_and_3_read_from_their_own_cursors();
     assert_eq!(count("SELECT count(*) FROM comments".into()).await, 7);
 }
 
@@ -524,7 +507,7 @@ async fn the_parent_and_child_demo_runs_with_no_network() {
         "{stdout}"
     );
     assert!(stdout.contains("done: same_provider: "), "{stdout}");
-    let (children, ids) = rows(&out.join("same_provider.jsonl"));
+    let (children, ids) = records(&out.join("same_provider.jsonl"));
     assert!(!children.is_empty());
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
     for child in &children {
@@ -563,26 +546,10 @@ async fn into_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
         "{}",
         text(&first)
     );
-    repo.seen.lock().unwrap().clear();
-    repo.issues.lock().unwrap()[1]["updated_at"] = json!(at(20));
-    repo.comments
-        .lock()
-        .unwrap()
-        .get_mut(&2)
-        .unwrap()
-        .push(json!({"id": 23, "body": "new", "updated_at": at(21)}));
+    repo.change_issue_2();
     let second = run().await.unwrap();
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
-    let mut asked = repo.comment_requests();
-    asked.sort();
-    assert_eq!(
-        asked,
-        [
-            ("/repos/o/r/issues/2/comments".to_string(), Some(at(12))),
-            ("/repos/o/r/issues/3/comments".to_string(), Some(at(12)))
-        ],
-        "the issues read, each from its own newest held comment"
-    );
+    repo.assert_issues_2_and_3_read_from_their_own_cursors();
     assert!(
         String::from_utf8_lossy(&second.stdout).contains("1 new rows written to Delta table"),
         "{}",
