@@ -322,7 +322,11 @@ pub fn quota_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
         |name: &str| -> Option<u64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
     if number("x-ratelimit-remaining") == Some(0) {
         if let Some(reset) = number("x-ratelimit-reset") {
-            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(reset);
+            // A reset past what the clock can hold is a very long wait, not
+            // a panic (checked, as the server chose the number).
+            let Some(at) = SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(reset)) else {
+                return Some(Duration::from_secs(u64::MAX));
+            };
             let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
             return Some(Duration::from_secs(
                 wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
@@ -508,5 +512,11 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(reset + 5);
         spent.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
         assert_eq!(quota_wait(&spent, now), Some(Duration::ZERO));
+        // A reset beyond the clock's range: a very long wait, no panic.
+        spent.insert(
+            "x-ratelimit-reset",
+            HeaderValue::from_static("18446744073709551615"),
+        );
+        assert_eq!(quota_wait(&spent, now), Some(Duration::from_secs(u64::MAX)));
     }
 }
