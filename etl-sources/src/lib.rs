@@ -57,5 +57,5 @@ mod spacedevs;
 pub mod throttle;
 pub mod wire;
 
-pub use source::{PageRead, Source};
+pub use source::{OnLoaded, PageRead, Source};
 pub use spacedevs::{SourceOptions, SpaceDevsSource};

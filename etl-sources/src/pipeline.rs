@@ -95,6 +95,7 @@ pub fn rejects_path(out: &Path) -> PathBuf {
 /// failed load ends the run and the page fetched beside it is dropped
 /// unloaded; a failed fetch ends the run after the load beside it
 /// finished. A kill therefore leaves a prefix of the pages loaded. A
+/// page's [`crate::OnLoaded`] is told once it is loaded. A
 /// transient sink failure is retried with `RetryPolicy::default()` (the
 /// calls named `sink_load` and `reject_sink` in the retry metrics). One
 /// `info` event per page.
@@ -121,16 +122,21 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
     }
     let mut fetched = source.next_page().await;
     loop {
-        let page = match fetched {
+        let mut page = match fetched {
             Ok(Some(page)) => page,
             Ok(None) => break,
             Err(error) => return Err(RunError { done, error }),
         };
+        // Told only after a load that succeeded.
+        let on_loaded = page.on_loaded.take();
         let last = max_pages.is_some_and(|max| done.pages + 1 >= max);
         let next = if last {
             match load(sink, rejects, &page).await {
                 Ok(counts) => count_loaded(&mut done, &page, counts),
                 Err(error) => return Err(RunError { done, error }),
+            }
+            if let Some(on_loaded) = on_loaded {
+                on_loaded.tell();
             }
             None
         } else {
@@ -152,6 +158,9 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
             match loaded {
                 Ok(counts) => count_loaded(&mut done, &page, counts),
                 Err(error) => return Err(RunError { done, error }),
+            }
+            if let Some(on_loaded) = on_loaded {
+                on_loaded.tell();
             }
             Some(match next {
                 Some(next) => next,

@@ -21,6 +21,46 @@ pub struct PageRead<T = Row> {
     pub rejects: Vec<Reject>,
     /// How many entries all pages hold together, as the server counts them.
     pub count: Option<u64>,
+    /// Told once the page's rows and rejects are loaded (by the pipeline,
+    /// after a load that succeeded; never for a page that was not). `None`
+    /// for a source that need not know.
+    pub on_loaded: Option<OnLoaded>,
+}
+
+/// What a source is told once the pipeline has loaded one of its pages: a
+/// parent resource waits for this on its children's pages before it
+/// writes its own, so a run killed at any moment has written no parent
+/// whose children it has not.
+///
+/// ```
+/// use etl_sources::OnLoaded;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let loaded = Arc::new(AtomicBool::new(false));
+/// let told = Arc::clone(&loaded);
+/// let signal = OnLoaded::new(move || told.store(true, Ordering::Release));
+/// signal.tell();
+/// assert!(loaded.load(Ordering::Acquire));
+/// ```
+pub struct OnLoaded(Box<dyn FnOnce() + Send + Sync>);
+
+impl OnLoaded {
+    /// `f`, called once when the page is loaded.
+    pub fn new(f: impl FnOnce() + Send + Sync + 'static) -> Self {
+        OnLoaded(Box::new(f))
+    }
+
+    /// Says the page is loaded.
+    pub fn tell(self) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for OnLoaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnLoaded")
+    }
 }
 
 /// A paginated source of rows: the one seam between an API and the
@@ -59,7 +99,7 @@ pub struct PageRead<T = Row> {
 ///         self.page += 1;
 ///         let url = format!("memory://sensors/{}", self.page).parse().expect("a URL");
 ///         let rows = vec![Reading { sensor: format!("t{}", self.page), celsius: 21.5 }];
-///         Ok(Some(PageRead { url, rows, rejects: vec![], count: Some(2) }))
+///         Ok(Some(PageRead { url, rows, rejects: vec![], count: Some(2), on_loaded: None }))
 ///     }
 /// }
 ///

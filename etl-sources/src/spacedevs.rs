@@ -330,6 +330,7 @@ impl Source for SpaceDevsSource {
             rows,
             rejects,
             count: page.count,
+            on_loaded: None,
         }))
     }
 

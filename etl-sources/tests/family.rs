@@ -87,7 +87,14 @@ impl Repo {
                     .find(|(k, _)| k == "page")
                     .map(|(_, v)| v.parse::<usize>().unwrap());
                 let body = match path.strip_prefix("/repos/o/r/issues/") {
-                    None => fresh(&repo.issues.lock().unwrap()),
+                    // `?page=N`: five issues a page.
+                    None => {
+                        let all = fresh(&repo.issues.lock().unwrap());
+                        match page {
+                            Some(n) => all.into_iter().skip((n - 1) * 5).take(5).collect(),
+                            None => all,
+                        }
+                    }
                     Some(rest) => {
                         let number: u64 = rest.trim_end_matches("/comments").parse().unwrap();
                         let all = fresh(repo.comments.lock().unwrap().get(&number).unwrap());
@@ -343,43 +350,69 @@ async fn a_bad_family_is_refused_before_any_request() {
     assert!(repo.seen.lock().unwrap().is_empty(), "nothing requested");
 }
 
-/// Killed with SIGKILL in the middle of the children, then run again:
-/// each issue and each comment once.
+/// The comments of `issues` the output holds, by issue number.
+fn comments_by_issue(dir: &Path) -> HashMap<u64, usize> {
+    let (comments, _) = records(&dir.join("out/comments.jsonl"));
+    let mut by_issue = HashMap::new();
+    for c in &comments {
+        *by_issue
+            .entry(c["_parent"]["number"].as_u64().unwrap())
+            .or_default() += 1;
+    }
+    by_issue
+}
+
+/// Killed with SIGKILL in the middle of the children (issues five a page),
+/// then run again `--incremental`: an issue is written only once its
+/// comments all are, so the issues' cursor never passes an issue whose
+/// chain the kill cut, and the second run gets each issue and each comment
+/// once.
 #[tokio::test]
-async fn a_run_killed_among_the_children_then_run_again_keeps_each_record_once() {
+async fn a_run_killed_among_the_children_then_run_incrementally_keeps_each_record_once() {
     let repo = Repo::with_issues(20);
     let server = repo.serve().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("github.toml");
-    std::fs::write(&path, file(&server.uri(), "")).unwrap();
+    let paged = "[resource.paginate]\nstyle = \"page_number\"\n";
+    std::fs::write(&path, file(&server.uri(), paged)).unwrap();
     let child = spawn_etl(&path, &dir.path().join("out"));
-    // The issues' page, then 7 comment chains.
     common::kill_after(child, 8, std::time::Duration::from_millis(3)).await;
-    let (comments, _) = records(&dir.path().join("out/comments.jsonl"));
+    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
+    let by_issue = comments_by_issue(dir.path());
     assert!(
-        comments.len() < 40,
-        "killed before the last chain: {}",
-        comments.len()
+        by_issue.values().sum::<usize>() < 40,
+        "killed before the last chain: {by_issue:?}"
     );
+    for issue in &issues {
+        let number = issue["number"].as_u64().unwrap();
+        assert_eq!(
+            by_issue.get(&number),
+            Some(&2),
+            "issue {number} written before its comments: {by_issue:?}"
+        );
+    }
 
-    let again = etl(dir.path(), &std::fs::read_to_string(&path).unwrap(), &[]).await;
+    let again = etl(
+        dir.path(),
+        &std::fs::read_to_string(&path).unwrap(),
+        &["--incremental"],
+    )
+    .await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
     let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
     assert_eq!(issues.len(), 20);
     assert!(ids.values().all(|&n| n == 1));
     let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
-    assert_eq!(comments.len(), 40);
+    assert_eq!(comments.len(), 40, "{ids:?}");
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
 
 /// Eight chains at once, each of three pages (a comment a page, then an
-/// empty one): killed mid-run, every chain written is a prefix of it; run
-/// again, every comment once. (Run again `--incremental`, the issues'
-/// cursor has passed the parents whose chains the kill cut, so those are
-/// not read again: the parents are written before their children. See
-/// docs/etl-run.md.)
+/// empty one): killed mid-run, every chain written is a prefix of it and
+/// no issue is written before its comments; run again `--incremental`,
+/// every comment once.
 #[tokio::test]
-async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_a_rerun_loses_nothing() {
+async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_incremental_loses_nothing() {
     let repo = Repo::with_issues(24);
     let server = repo.serve().await;
     let dir = tempfile::tempdir().unwrap();
@@ -407,11 +440,62 @@ async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_a_rerun_lose
     }
     let parents: std::collections::HashSet<u64> = written.iter().map(|id| id / 10).collect();
     assert!(parents.len() > 1, "chains ran side by side: {written:?}");
+    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
+    assert!(
+        issues.is_empty(),
+        "the issues' one page waits for every chain"
+    );
 
-    let again = etl(dir.path(), &std::fs::read_to_string(&path).unwrap(), &[]).await;
+    let again = etl(
+        dir.path(),
+        &std::fs::read_to_string(&path).unwrap(),
+        &["--incremental"],
+    )
+    .await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
+    assert_eq!(issues.len(), 24);
     let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
     assert_eq!(comments.len(), 48, "{ids:?}");
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+}
+
+/// `--max-pages 3`: the comments stop after three chains, so the issues
+/// stop before their first page whose comments are not all written (and
+/// say so); the summary lines stand in file order all the same, and a
+/// later `--incremental` run completes both.
+#[tokio::test]
+async fn max_pages_on_the_children_stops_the_parent_before_a_page_they_did_not_finish() {
+    let repo = Repo::with_issues(10);
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let paged = "[resource.paginate]\nstyle = \"page_number\"\n";
+    let file = format!("concurrency = 1\n{}", file(&server.uri(), paged));
+
+    let cut = etl(dir.path(), &file, &["--max-pages", "3"]).await;
+    assert_eq!(cut.status.code(), Some(0), "{}", text(&cut));
+    let stdout = String::from_utf8_lossy(&cut.stdout).to_string();
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("done: ")).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].starts_with("done: issues: 0 pages"), "{stdout}");
+    assert!(lines[1].starts_with("done: comments: 3 pages"), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&cut.stderr)
+            .contains("issues: stopped before a page whose children comments did not all load"),
+        "{}",
+        text(&cut)
+    );
+    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
+    assert!(issues.is_empty());
+    assert_eq!(comments_by_issue(dir.path()).values().sum::<usize>(), 6);
+
+    let all = etl(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(all.status.code(), Some(0), "{}", text(&all));
+    let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
+    assert_eq!(issues.len(), 10);
+    assert!(ids.values().all(|&n| n == 1));
+    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
+    assert_eq!(comments.len(), 20, "{ids:?}");
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
 }
 

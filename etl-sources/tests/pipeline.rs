@@ -261,6 +261,7 @@ mod overlap {
                 rows: vec![Item { id: self.served }],
                 rejects: vec![],
                 count: None,
+                on_loaded: None,
             }))
         }
     }

@@ -4,12 +4,16 @@
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 
-use super::{report_error, Job, LogFormat, RunFlags, EXIT_USAGE};
+use super::{report_error, Ended, Job, LogFormat, RunFlags, EXIT_USAGE};
 use crate::pipeline::output;
 use crate::replay::{Replay, ReplayServer};
-use crate::rest::{ChildSource, ConfigError, Feed, JsonRecord, Pipeline, RestSource, Tapped};
+use crate::rest::{
+    feed, ChildSource, ConfigError, Feed, Feeder, JsonRecord, Pipeline, RestSource, Tapped,
+};
 use crate::throttle::Throttle;
 use crate::Source;
 use crate::SourceOptions;
@@ -244,67 +248,121 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         throttle: std::sync::Arc::new(Throttle::new(rate_limit)),
         ..SourceOptions::default()
     };
-    // Each resource in file order (a parent before its children), one
-    // summary line each; a failed one ends the run (the rows of every page
-    // loaded before stay written).
-    let feed = Feed::default();
+    // Each family (a resource and its descendants) in file order; the
+    // resources of one family run side by side, a parent's page written
+    // once its children's are. One summary line each, in file order (each
+    // printed once every line before it is); a failed family ends the run
+    // (the rows of every page loaded before stay written).
     let mut code = super::EXIT_OK;
-    for (pipeline, written) in &pipelines {
-        let name = pipeline.name.clone();
-        let children: Vec<_> = pipelines
-            .iter()
-            .filter(|(c, _)| c.parent.as_deref() == Some(name.as_str()))
-            .map(|(c, _)| (c.name.clone(), c.from_parent.clone()))
-            .collect();
-        let job = Job {
-            out: match (&flags.out, many) {
-                (_, true) => output::for_resource(&place, &name),
-                (Some(out), false) => out.clone(),
-                (None, false) => format!("{name}.jsonl"),
-            },
-            pg_table: (flags.pg_table.clone()).unwrap_or_else(|| name.clone()),
-            rejects: flags.rejects.clone(),
-            incremental: flags.incremental,
-            max_pages: flags.run.max_pages,
-            metrics_file: flags.run.metrics_file.clone(),
-            log_format: flags.run.log_format,
-            noun: "records",
-            resource: many.then(|| name.clone()),
-        };
-        let outcome = if pipeline.parent.is_some() {
-            let parents = feed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&name)
-                .unwrap_or_default();
-            let source = ChildSource::new(pipeline.clone(), options.clone(), parents);
-            resource(
-                &job,
-                *written,
-                metrics,
-                Tapped::new(source, &name, children, feed.clone()),
-            )
-            .await
-        } else {
-            match RestSource::new(pipeline.clone(), options.clone()) {
-                Ok(source) => {
-                    let tapped = Tapped::new(source, &name, children, feed.clone());
-                    resource(&job, *written, metrics, tapped).await
+    // By resource: `None` until its family ended, then its line (if any).
+    let mut lines: Vec<Option<Option<String>>> = pipelines.iter().map(|_| None).collect();
+    let mut printed = 0;
+    for family in families(&pipelines) {
+        let mut feeders: Vec<Vec<Feeder>> = family.iter().map(|_| Vec::new()).collect();
+        let mut feeds: Vec<Option<Feed>> = family.iter().map(|_| None).collect();
+        for (at, &child) in family.iter().enumerate() {
+            let child = &pipelines[child].0;
+            if let Some(parent) = &child.parent {
+                let (feeder, fed) = feed(&child.name, child.from_parent.clone());
+                if let Some(from) = family.iter().position(|&p| &pipelines[p].0.name == parent) {
+                    feeders[from].push(feeder);
                 }
-                Err(e) => {
-                    report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());
-                    super::EXIT_FAILED
+                feeds[at] = Some(fed);
+            }
+        }
+        // Every source made before any request: one that cannot be made
+        // stops the run before the family starts.
+        let mut runs: Vec<Pin<Box<dyn Future<Output = Ended> + '_>>> = Vec::new();
+        for ((&at, feeders), fed) in family.iter().zip(feeders).zip(feeds) {
+            let (pipeline, written) = &pipelines[at];
+            let name = pipeline.name.clone();
+            let job = Job {
+                out: match (&flags.out, many) {
+                    (_, true) => output::for_resource(&place, &name),
+                    (Some(out), false) => out.clone(),
+                    (None, false) => format!("{name}.jsonl"),
+                },
+                pg_table: (flags.pg_table.clone()).unwrap_or_else(|| name.clone()),
+                rejects: flags.rejects.clone(),
+                incremental: flags.incremental,
+                max_pages: flags.run.max_pages,
+                metrics_file: flags.run.metrics_file.clone(),
+                log_format: flags.run.log_format,
+                noun: "records",
+                resource: many.then(|| name.clone()),
+            };
+            let written = *written;
+            match fed {
+                Some(fed) => {
+                    let source = ChildSource::new(pipeline.clone(), options.clone(), fed);
+                    let tapped = Tapped::new(source, &name, feeders);
+                    runs.push(Box::pin(async move {
+                        resource(&job, written, metrics, tapped).await
+                    }));
+                }
+                None => match RestSource::new(pipeline.clone(), options.clone()) {
+                    Ok(source) => {
+                        let tapped = Tapped::new(source, &name, feeders);
+                        runs.push(Box::pin(async move {
+                            resource(&job, written, metrics, tapped).await
+                        }));
+                    }
+                    Err(e) => {
+                        report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());
+                        return super::EXIT_FAILED;
+                    }
+                },
+            }
+        }
+        let mut failed = None;
+        for (&at, run) in family
+            .iter()
+            .zip(futures_util::future::join_all(runs).await)
+        {
+            match run.code {
+                super::EXIT_OK => {}
+                super::EXIT_REJECTED => code = super::EXIT_REJECTED,
+                other => {
+                    failed.get_or_insert(other);
                 }
             }
-        };
-        match outcome {
-            super::EXIT_OK => {}
-            super::EXIT_REJECTED => code = super::EXIT_REJECTED,
-            failed => return failed,
+            lines[at] = Some(run.summary);
+        }
+        while let Some(Some(line)) = lines.get(printed) {
+            if let Some(line) = line {
+                println!("{line}");
+            }
+            printed += 1;
+        }
+        if let Some(failed) = failed {
+            // The lines of what did end, after a resource still to run.
+            for line in lines.iter().skip(printed).flatten().flatten() {
+                println!("{line}");
+            }
+            return failed;
         }
     }
     drop(server);
     code
+}
+
+/// The run's resources by family, each family in the run's order (parents
+/// before children), as indices into `pipelines`: a resource with no
+/// parent in the run, then every resource descended from it.
+fn families(pipelines: &[(Pipeline, bool)]) -> Vec<Vec<usize>> {
+    let mut families: Vec<Vec<usize>> = Vec::new();
+    for (at, (pipeline, _)) in pipelines.iter().enumerate() {
+        let family = pipeline.parent.as_deref().and_then(|parent| {
+            families
+                .iter()
+                .position(|f| f.iter().any(|&p| pipelines[p].0.name == parent))
+        });
+        match family {
+            Some(family) => families[family].push(at),
+            None => families.push(vec![at]),
+        }
+    }
+    families
 }
 
 /// One resource's run: through its output when it is written, else read
@@ -314,7 +372,7 @@ async fn resource<S: Source<Row = JsonRecord>>(
     written: bool,
     metrics: Option<&PrometheusHandle>,
     mut source: S,
-) -> u8 {
+) -> Ended {
     if written {
         return job.execute(metrics, async move { Ok((source, ())) }).await;
     }
@@ -328,16 +386,23 @@ async fn resource<S: Source<Row = JsonRecord>>(
                 pages += 1;
                 read += page.rows.len();
                 rejected += page.rejects.len();
+                // Nothing to write: "loaded" as soon as read.
+                if let Some(on_loaded) = page.on_loaded {
+                    on_loaded.tell();
+                }
             }
             Ok(None) => break,
             Err(e) => {
                 report_error(job.log_format, super::EXIT_FAILED, &e.to_string());
-                return super::EXIT_FAILED;
+                return Ended {
+                    code: super::EXIT_FAILED,
+                    summary: None,
+                };
             }
         }
     }
     let name = job.resource.as_deref().unwrap_or("");
-    println!(
+    let summary = format!(
         "done: {name}: {pages} pages, {read} records read, none written (load = false){}",
         if rejected > 0 {
             format!(
@@ -347,7 +412,10 @@ async fn resource<S: Source<Row = JsonRecord>>(
             String::new()
         }
     );
-    super::EXIT_OK
+    Ended {
+        code: super::EXIT_OK,
+        summary: Some(summary),
+    }
 }
 
 /// The resources a run reads, parents before their children, each with

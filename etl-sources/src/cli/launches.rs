@@ -93,7 +93,7 @@ pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
         noun: "launches",
         resource: None,
     };
-    job.execute(metrics, source(args)).await
+    job.execute(metrics, source(args)).await.print()
 }
 
 /// The source: the live API at `--base-url`, or, offline, the bundled

@@ -130,6 +130,24 @@ pub fn report_error(format: LogFormat, code: u8, message: &str) {
     }
 }
 
+/// How a job ended: its exit status, and the summary line it has for
+/// stdout (none when it failed; the failure is reported on stderr).
+#[derive(Debug)]
+pub(crate) struct Ended {
+    pub code: u8,
+    pub summary: Option<String>,
+}
+
+impl Ended {
+    /// The summary line printed; the exit status.
+    pub fn print(self) -> u8 {
+        if let Some(line) = self.summary {
+            println!("{line}");
+        }
+        self.code
+    }
+}
+
 /// One run of a command, whatever its source: where it writes and how.
 #[derive(Clone, Debug)]
 pub(crate) struct Job {
@@ -149,15 +167,16 @@ pub(crate) struct Job {
 
 impl Job {
     /// The whole run: the metrics file checked (exit 2 before any request),
-    /// the source made, the output opened, the load, the summary (stdout),
-    /// a failure reported (stderr), the metrics file written; the exit
-    /// status. `source` makes the source and anything that must live as
-    /// long as the run (the offline server).
+    /// the source made, the output opened, the load, the summary line (for
+    /// the caller to print, so that runs side by side print theirs in
+    /// order), a failure reported (stderr), the metrics file written.
+    /// `source` makes the source and anything that must live as long as
+    /// the run (the offline server).
     pub async fn execute<S: Source, G>(
         &self,
         metrics: Option<&PrometheusHandle>,
         source: impl Future<Output = Result<(S, G), String>>,
-    ) -> u8 {
+    ) -> Ended {
         if let Some(path) = &self.metrics_file {
             if let Err(e) = crate::metrics::check_writable(path) {
                 report_error(
@@ -168,15 +187,18 @@ impl Job {
                         path.display()
                     ),
                 );
-                return EXIT_USAGE;
+                return Ended {
+                    code: EXIT_USAGE,
+                    summary: None,
+                };
             }
         }
         let started = Instant::now();
-        let code = match self.load(source).await {
-            Ok(summary) => completed(&summary),
+        let (code, line) = match self.load(source).await {
+            Ok((summary, line)) => (completed(&summary), Some(line)),
             Err((code, message)) => {
                 report_error(self.log_format, code, &message);
-                code
+                (code, None)
             }
         };
         if let (Some(path), Some(handle)) = (&self.metrics_file, metrics) {
@@ -186,7 +208,10 @@ impl Job {
                 tracing::error!(path = %path.display(), error = %e, "cannot write the metrics file");
             }
         }
-        code
+        Ended {
+            code,
+            summary: line,
+        }
     }
 
     /// The run, or its exit status and error: an output that cannot be
@@ -195,7 +220,7 @@ impl Job {
     async fn load<S: Source, G>(
         &self,
         source: impl Future<Output = Result<(S, G), String>>,
-    ) -> Result<Summary, (u8, String)> {
+    ) -> Result<(Summary, String), (u8, String)> {
         let failed = |e: String| (EXIT_FAILED, e);
         // The output first: an incremental run's cursor is what it holds.
         let options = Options {
@@ -258,19 +283,20 @@ impl Job {
             bar.finish_and_clear();
         }
         let summary = result.map_err(|e| failed(e.to_string()))?;
-        self.summarise(&*output, &summary, since.as_deref())
+        let line = self
+            .summarise(&*output, &summary, since.as_deref())
             .map_err(failed)?;
-        Ok(summary)
+        Ok((summary, line))
     }
 
-    /// The summary line on stdout, and among JSON log lines its figures as
-    /// fields.
+    /// The summary line for stdout, and among JSON log lines its figures
+    /// as fields (logged now).
     fn summarise<T: etl_core::Record>(
         &self,
         output: &dyn Output<T>,
         summary: &Summary,
         since: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<String, String> {
         let place = output.describe().map_err(|e| e.to_string())?;
         let in_all = place
             .held
@@ -292,7 +318,7 @@ impl Job {
             .resource
             .as_ref()
             .map_or(String::new(), |name| format!("{name}: "));
-        println!(
+        let line = format!(
             "done: {resource}{} pages, {} {} read, {} new rows written to {}{in_all}{rejected}{incremental}",
             summary.pages, summary.rows, self.noun, summary.new_rows, place.rows
         );
@@ -312,7 +338,7 @@ impl Job {
                 "done"
             );
         }
-        Ok(())
+        Ok(line)
     }
 }
 

@@ -33,7 +33,7 @@ mod stamp;
 
 pub use auth::Auth;
 pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline, DEFAULT_CONCURRENCY};
-pub use family::{ChildSource, Feed, ParentRecord, Tapped};
+pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
 pub use paginate::{Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
@@ -395,6 +395,7 @@ impl Source for RestSource {
             rows,
             rejects,
             count: None,
+            on_loaded: None,
         }))
     }
 
