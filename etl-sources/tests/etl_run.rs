@@ -1275,3 +1275,81 @@ async fn concurrency_1_keeps_one_request_in_flight() {
     assert_eq!(api.requests(), 6, "24 items, 4 a page");
     assert_eq!(api.most_at_once(delay - Duration::from_millis(5)), 1);
 }
+
+/// A server whose pages put `next` before the records, as Django REST
+/// framework and Launch Library do (`{"count", "next", ..., "data"}`):
+/// `pages` pages of two items, each page's body made by `body(page, next,
+/// data)`; every request's `page` is kept.
+async fn next_first(
+    pages: usize,
+    body: fn(usize, &str, &str) -> String,
+) -> (wiremock::MockServer, Arc<Mutex<Vec<String>>>) {
+    let server = wiremock::MockServer::start().await;
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let all = items(2 * pages);
+    wiremock::Mock::given(wiremock::matchers::path("/items"))
+        .respond_with(move |request: &wiremock::Request| {
+            let page: usize = request
+                .url
+                .query_pairs()
+                .find(|(k, _)| k == "page")
+                .map_or(1, |(_, v)| v.parse().unwrap());
+            seen.lock().unwrap().push(page.to_string());
+            let next = if page < pages {
+                format!("\"/items?page={}\"", page + 1)
+            } else {
+                "null".to_string()
+            };
+            let data = Value::from(
+                all.iter()
+                    .skip(2 * (page - 1))
+                    .take(2)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            ResponseTemplate::new(200)
+                .set_delay(Duration::from_millis(5))
+                .set_body_raw(body(page, &next, &data.to_string()), "application/json")
+        })
+        .mount(&server)
+        .await;
+    (server, asked)
+}
+
+/// A next URL that stands before the records is sent before the page is
+/// read; it is the request the page's reading then asks for, so each page
+/// is asked once. A body whose head says one next URL and whose reading
+/// another (a member sent twice: a map keeps the last) is followed as read:
+/// the guess is dropped.
+#[tokio::test]
+async fn a_next_url_before_the_records_goes_out_early_and_each_page_is_asked_once() {
+    let (server, asked) = next_first(5, |page, next, data| {
+        format!(r#"{{"count": 10, "page": {page}, "next": {next}, "data": {data}}}"#)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (written, ids) = records(&dir.path().join("items.jsonl"));
+    assert_eq!(written.len(), 10);
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    assert_eq!(*asked.lock().unwrap(), ["1", "2", "3", "4", "5"]);
+
+    // The head says page 9; the page read says the real next one.
+    let (server, asked) = next_first(3, |_, next, data| {
+        format!(r#"{{"next": "/items?page=9", "next": {next}, "data": {data}}}"#)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (written, ids) = records(&dir.path().join("items.jsonl"));
+    let order: Vec<u64> = written.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    assert_eq!(order, [1, 2, 3, 4, 5, 6], "in order, each once: {ids:?}");
+    let asked = asked.lock().unwrap().clone();
+    let real: Vec<&String> = asked.iter().filter(|p| *p != "9").collect();
+    assert_eq!(real, ["1", "2", "3"], "{asked:?}");
+}

@@ -34,7 +34,7 @@ mod stamp;
 pub use auth::Auth;
 pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline, DEFAULT_CONCURRENCY};
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
-pub use paginate::{Page, Paginator, Request};
+pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
 pub use stamp::{TimeUnit, UpdatedAt};
@@ -264,6 +264,38 @@ impl RestSource {
         Ok((self.url_on_origin(request)?, self.body_of(request)?))
     }
 
+    /// A request the paginator asks for, as this source follows it: the
+    /// auth's secret parameter taken out (the auth puts it in as sent).
+    fn followed(&self, mut request: Request) -> Request {
+        if let Some(param) = self.secret_param() {
+            wire::set_query(&mut request.url, &[param], &[]);
+        }
+        request
+    }
+
+    /// Sends at once the request after the page at `url`, where its
+    /// headers or its body's head tell it ([`Paginator::early`]), before
+    /// the page is read: the round trip no longer waits for that.
+    /// [`RestSource::send_ahead`] keeps it if the page's reading asks for
+    /// the same.
+    fn send_early(&mut self, url: &Url, headers: &HeaderMap, body: &[u8]) {
+        if self.width == 0 {
+            return;
+        }
+        let head = Head { url, headers, body };
+        let Some(early) = self.paginator.early(&head) else {
+            return;
+        };
+        let early = self.followed(early);
+        if self.ahead.front().is_some_and(|sent| sent.request == early) {
+            return;
+        }
+        if let Ok((target, body)) = self.prepared(&early) {
+            self.ahead
+                .push_front(InFlight::send(&self.fetcher, early, target, body));
+        }
+    }
+
     /// Sends ahead `next` and the requests known to follow it, up to the
     /// width: those already in flight are kept, any other in flight is
     /// dropped (cancelled). A request that would fail before leaving is not
@@ -340,6 +372,7 @@ impl Source for RestSource {
             }
         };
         let (body, response_headers) = fetched?;
+        self.send_early(&url, &response_headers, &body);
         let not_a_page = |why: String| EtlError::Parse(format!("{url}: {why}"));
         let text = std::str::from_utf8(&body)
             .map_err(|e| not_a_page(format!("the body is not UTF-8 ({e})")))?;
@@ -370,12 +403,7 @@ impl Source for RestSource {
             entries: &entries,
         });
         self.next = match step {
-            Ok(next) => next.map(|mut next| {
-                if let Some(param) = self.secret_param() {
-                    wire::set_query(&mut next.url, &[param], &[]);
-                }
-                next
-            }),
+            Ok(next) => next.map(|next| self.followed(next)),
             Err(why) => {
                 self.stalled = Some(why);
                 None

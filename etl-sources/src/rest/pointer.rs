@@ -127,6 +127,94 @@ impl Pointer {
     }
 }
 
+impl Pointer {
+    /// The scalar it points at in the head of `body`, reading only that
+    /// head: the members of a top-level object before the first whose value
+    /// is an array or an object. For a one-token pointer whose member
+    /// stands there (`"/next"` in `{"count": 9, "next": "...", "results":
+    /// [...]}`); `None` otherwise, or where the head is not JSON. Of a
+    /// member sent twice, this is the first.
+    pub(crate) fn in_head(&self, body: &[u8]) -> Option<Value> {
+        let [name] = self.tokens.as_slice() else {
+            return None;
+        };
+        let mut found = None;
+        let mut reader = serde_json::Deserializer::from_slice(body);
+        // The read stops at the member, or at the head's end, with an
+        // error that says nothing about the body: `found` tells.
+        let _ = (&mut reader).deserialize_map(HeadVisitor {
+            name,
+            found: &mut found,
+        });
+        found
+    }
+}
+
+/// Reads a top-level object's members in order until `name` (kept in
+/// `found`), stopping at the first array or object.
+struct HeadVisitor<'n> {
+    name: &'n str,
+    found: &'n mut Option<Value>,
+}
+
+impl<'de> Visitor<'de> for HeadVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let Scalar(value) = map.next_value()?;
+            if key.0 == self.name {
+                *self.found = Some(value);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON scalar; an array or an object is an error, met at its first
+/// byte (so nothing of it is read).
+struct Scalar(Value);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+
+        impl Visitor<'_> for ScalarVisitor {
+            type Value = Scalar;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, a number, a boolean or null")
+            }
+
+            fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(Value::String(v.to_owned())))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar(Value::Null))
+            }
+        }
+
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
 /// Down from `node` by `tokens`, one level read at a time.
 fn descend<'a>(mut node: &'a str, tokens: &[String]) -> Result<Option<&'a str>, serde_json::Error> {
     for token in tokens {
@@ -358,6 +446,42 @@ fn index(token: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_head_reads_a_top_level_scalar_only_before_the_first_array_or_object() {
+        let next = Pointer::parse("/next").unwrap();
+        let head = |text: &str| next.in_head(text.as_bytes());
+        assert_eq!(
+            head(r#"{"count": 9, "next": "u2", "results": [1, 2]}"#),
+            Some(Value::from("u2"))
+        );
+        assert_eq!(head(r#"{"next": null, "results": []}"#), Some(Value::Null));
+        assert_eq!(head(r#"{"next": 7}"#), Some(Value::from(7)));
+        // An escaped key reads as its text.
+        assert_eq!(head(r#"{"ne\u0078t": "u2"}"#), Some(Value::from("u2")));
+        // Of a member sent twice, the first.
+        assert_eq!(
+            head(r#"{"next": "a", "next": "b"}"#),
+            Some(Value::from("a"))
+        );
+        // After an array or object: not in the head.
+        assert_eq!(head(r#"{"results": [1], "next": "u2"}"#), None);
+        assert_eq!(head(r#"{"meta": {}, "next": "u2"}"#), None);
+        assert_eq!(head(r#"{"next": {"href": "u2"}}"#), None);
+        // Not an object, not JSON as far as it goes, or cut short.
+        assert_eq!(head(r#"[{"next": "u2"}]"#), None);
+        assert_eq!(head(r#"{"count": 9, "next": "#), None);
+        assert_eq!(head("<html>"), None);
+        // Only a one-token pointer.
+        assert_eq!(
+            Pointer::parse("/meta/next")
+                .unwrap()
+                .in_head(br#"{"meta": 1}"#),
+            None
+        );
+        assert_eq!(Pointer::parse("").unwrap().in_head(b"{}"), None);
+    }
+
     use serde_json::json;
 
     #[test]

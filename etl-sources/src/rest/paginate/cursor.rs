@@ -74,7 +74,7 @@ impl Cursor {
                 let record: Value = serde_json::from_str(last.get())
                     .map_err(|e| EtlError::Parse(format!("{}: {e}", page.url)))?;
                 match pointer.get(&record) {
-                    Some(v) => cursor_of(Some(v.clone()), pointer, page, "paginate.last_record")?
+                    Some(v) => cursor_of(Some(v.clone()), pointer, page.url, "paginate.last_record")?
                         .map(Some)
                         .ok_or_else(|| {
                             EtlError::Parse(format!(

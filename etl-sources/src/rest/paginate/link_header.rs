@@ -4,7 +4,7 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::{Met, Page, Paginator, Request};
+use super::{Head, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::keys::Keys;
 
@@ -22,6 +22,24 @@ impl LinkHeader {
     }
 }
 
+/// The target of the `rel="next"` link of `link` (a `Link` header's
+/// value), resolved against `page`.
+fn next_link(link: Option<String>, page: &Url) -> Result<Option<Url>, EtlError> {
+    let Some(link) = link else {
+        return Ok(None);
+    };
+    let links = http_link::parse_link_header(&link, page)
+        .map_err(|e| EtlError::Parse(format!("{page}: the Link header does not read: {e}")))?;
+    Ok(links
+        .into_iter()
+        .find(|l| {
+            l.rel
+                .split_ascii_whitespace()
+                .any(|r| r.eq_ignore_ascii_case("next"))
+        })
+        .map(|l| l.target))
+}
+
 impl Paginator for LinkHeader {
     fn first(&mut self, base: &Url) -> Request {
         self.met.clear();
@@ -30,21 +48,18 @@ impl Paginator for LinkHeader {
     }
 
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
-        let Some(link) = page.header("link") else {
-            return Ok(None);
-        };
-        let links = http_link::parse_link_header(&link, page.url).map_err(|e| {
-            EtlError::Parse(format!("{}: the Link header does not read: {e}", page.url))
-        })?;
-        let next = links.into_iter().find(|l| {
-            l.rel
-                .split_ascii_whitespace()
-                .any(|r| r.eq_ignore_ascii_case("next"))
-        });
-        match next {
+        match next_link(page.header("link"), page.url)? {
+            Some(target) => self.met.url(target),
             None => Ok(None),
-            Some(link) => self.met.url(link.target),
         }
+    }
+
+    /// The header is there before the body is read.
+    fn early(&self, head: &Head<'_>) -> Option<Request> {
+        next_link(head.header("link"), head.url)
+            .ok()
+            .flatten()
+            .map(Request::to)
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {

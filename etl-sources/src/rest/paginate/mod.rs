@@ -90,6 +90,18 @@ pub trait Paginator: fmt::Debug + Send + Sync {
         Vec::new()
     }
 
+    /// The request after a page, where the page's headers or the head of
+    /// its body tell it before the page is read (a next URL that stands
+    /// before the records, as Django REST framework's and Launch
+    /// Library's do; a `Link` header): the source sends it at once, so the
+    /// page's own reading is not between one round trip and the next. It
+    /// must be the very request [`Paginator::next`] then returns for that
+    /// page; one that is not is dropped unused. `None` by default.
+    fn early(&self, head: &Head<'_>) -> Option<Request> {
+        let _ = head;
+        None
+    }
+
     /// Pages in all, once a page said (a progress bar's length).
     fn pages_total(&self) -> Option<u64> {
         None
@@ -194,19 +206,52 @@ impl<'a> Page<'a> {
     /// The values of the response header `name`, joined with `, ` as
     /// RFC 9110 joins a header sent more than once; `None` when absent.
     pub fn header(&self, name: &str) -> Option<String> {
-        let values: Vec<&str> = self
-            .headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        (!values.is_empty()).then(|| values.join(", "))
+        header_of(self.headers, name)
     }
 
     /// The page's entries at `records`, each as sent.
     pub fn entries(&self) -> &'a [&'a RawValue] {
         self.entries
     }
+}
+
+/// What a page tells before it is read, for [`Paginator::early`]: its
+/// URL, its headers, and the head of its body.
+pub struct Head<'a> {
+    pub(crate) url: &'a Url,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a [u8],
+}
+
+impl Head<'_> {
+    /// The page's URL.
+    pub fn url(&self) -> &Url {
+        self.url
+    }
+
+    /// The response header `name`, as [`Page::header`] gives it.
+    pub fn header(&self, name: &str) -> Option<String> {
+        header_of(self.headers, name)
+    }
+
+    /// The scalar at `pointer`, where its member stands in the body's
+    /// head: a one-token pointer to a top-level member that comes before
+    /// any array or object. `None` otherwise (the page's reading then
+    /// finds it).
+    pub fn value_in_head(&self, pointer: &Pointer) -> Option<Value> {
+        pointer.in_head(self.body)
+    }
+}
+
+/// The values of the header `name` in `headers`, joined with `, ` as RFC
+/// 9110 joins a header sent more than once; `None` when absent.
+fn header_of(headers: &HeaderMap, name: &str) -> Option<String> {
+    let values: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
 }
 
 /// A `[paginate]` table read: the paginator, and `param_in` as written.
@@ -367,7 +412,7 @@ pub(crate) fn cursor_at(
     page: &Page<'_>,
     key: &str,
 ) -> Result<Option<Value>, EtlError> {
-    cursor_of(page.value_at(pointer)?, pointer, page, key)
+    cursor_of(page.value_at(pointer)?, pointer, page.url, key)
 }
 
 /// A value found by `key`'s `pointer` as a cursor or URL: a string or a
@@ -375,7 +420,7 @@ pub(crate) fn cursor_at(
 pub(crate) fn cursor_of(
     value: Option<Value>,
     pointer: &Pointer,
-    page: &Page<'_>,
+    page: &Url,
     key: &str,
 ) -> Result<Option<Value>, EtlError> {
     match value {
@@ -383,8 +428,7 @@ pub(crate) fn cursor_of(
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(v @ (Value::String(_) | Value::Number(_))) => Ok(Some(v)),
         Some(other) => Err(EtlError::Parse(format!(
-            "{}: `{key}` ({pointer}) is neither a string nor null: {other}",
-            page.url
+            "{page}: `{key}` ({pointer}) is neither a string nor null: {other}"
         ))),
     }
 }
@@ -570,5 +614,112 @@ mod planned {
             ["page=2"],
             "pages 0, 1 and 2: after 1, only 2"
         );
+    }
+}
+
+#[cfg(test)]
+mod early {
+    use super::tests::next;
+    use super::*;
+    use crate::rest::Pipeline;
+    use reqwest::header::HeaderValue;
+
+    fn paginator(paginate: &str) -> Box<dyn Paginator> {
+        let file = format!(
+            "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
+        );
+        Pipeline::parse(&file, "items.toml", |_| None)
+            .unwrap()
+            .paginate
+    }
+
+    /// `paginator`'s early request for a page of `text` at `url`, and the
+    /// one its `next` gives when the page is read.
+    fn both(
+        paginator: &mut dyn Paginator,
+        text: &str,
+        headers: &HeaderMap,
+    ) -> (Option<Request>, Option<Request>) {
+        let url = Url::parse("http://x/items?page=1").unwrap();
+        paginator.first(&url);
+        let early = paginator.early(&Head {
+            url: &url,
+            headers,
+            body: text.as_bytes(),
+        });
+        (early, next(paginator, &url, text, headers).unwrap())
+    }
+
+    #[test]
+    fn a_next_url_before_the_records_is_the_request_next_gives() {
+        let mut pager = paginator("style = \"next_url\"\nnext = \"/next\"");
+        let none = HeaderMap::new();
+        let (early, read) = both(
+            &mut *pager,
+            r#"{"count": 9, "next": "/items?page=2", "data": [{"id": 1}]}"#,
+            &none,
+        );
+        assert_eq!(
+            early.as_ref().map(|r| r.url.as_str()),
+            Some("http://x/items?page=2")
+        );
+        assert_eq!(early, read);
+        // After the records: found only by reading the page.
+        let (early, read) = both(
+            &mut *pager,
+            r#"{"data": [{"id": 1}], "next": "/items?page=3"}"#,
+            &none,
+        );
+        assert_eq!(early, None);
+        assert!(read.is_some());
+        // The last page says so in its head: no early request, as none next.
+        let (early, read) = both(&mut *pager, r#"{"next": null, "data": []}"#, &none);
+        assert_eq!((early, read), (None, None));
+        // Below the top level (`/meta/next`): only the read finds it.
+        let mut nested = paginator("style = \"next_url\"\nnext = \"/meta/next\"");
+        let (early, read) = both(
+            &mut *nested,
+            r#"{"meta": {"next": "/items?page=2"}, "data": []}"#,
+            &none,
+        );
+        assert_eq!(early, None);
+        assert!(read.is_some());
+    }
+
+    #[test]
+    fn a_link_header_is_the_request_next_gives() {
+        let mut pager = paginator("style = \"link_header\"");
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "link",
+            HeaderValue::from_static(
+                r#"<http://x/items?page=2>; rel="next", <http://x/items?page=9>; rel="last""#,
+            ),
+        );
+        let (early, read) = both(&mut *pager, r#"{"data": []}"#, &headers);
+        assert_eq!(
+            early.as_ref().map(|r| r.url.as_str()),
+            Some("http://x/items?page=2")
+        );
+        assert_eq!(early, read);
+        let (early, read) = both(&mut *pager, r#"{"data": []}"#, &HeaderMap::new());
+        assert_eq!((early, read), (None, None));
+    }
+
+    #[test]
+    fn styles_that_need_the_page_read_ask_nothing_early() {
+        for style in [
+            "style = \"offset\"\nlimit = 2",
+            "style = \"page_number\"",
+            "style = \"cursor\"\ncursor = \"/next\"\ncursor_param = \"after\"",
+        ] {
+            let mut pager = paginator(style);
+            let (early, _) = both(
+                &mut *pager,
+                r#"{"next": "c2", "data": [{"id": 1}]}"#,
+                &HeaderMap::new(),
+            );
+            assert_eq!(early, None, "{style}");
+        }
     }
 }

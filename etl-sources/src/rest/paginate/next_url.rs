@@ -3,7 +3,7 @@
 use etl_core::EtlError;
 use url::Url;
 
-use super::{cursor_at, Met, Page, Paginator, Request};
+use super::{cursor_of, Head, Met, Page, Paginator, Request};
 use crate::rest::config::ConfigError;
 use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
@@ -27,6 +27,29 @@ impl NextUrl {
     }
 }
 
+impl NextUrl {
+    /// The next page's URL from what `next` found in the page at `page`.
+    fn target(
+        &self,
+        found: Option<serde_json::Value>,
+        page: &Url,
+    ) -> Result<Option<Url>, EtlError> {
+        let Some(target) = cursor_of(found, &self.next, page, "paginate.next")? else {
+            return Ok(None);
+        };
+        let target = match target {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        page.join(&target).map(Some).map_err(|e| {
+            EtlError::Parse(format!(
+                "{page}: `paginate.next` ({}) is not a URL: {target:?}: {e}",
+                self.next
+            ))
+        })
+    }
+}
+
 impl Paginator for NextUrl {
     fn first(&mut self, base: &Url) -> Request {
         self.met.clear();
@@ -36,20 +59,18 @@ impl Paginator for NextUrl {
     }
 
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
-        let Some(target) = cursor_at(&self.next, page, "paginate.next")? else {
-            return Ok(None);
-        };
-        let target = match target {
-            serde_json::Value::String(s) => s,
-            other => other.to_string(),
-        };
-        let url = page.url.join(&target).map_err(|e| {
-            EtlError::Parse(format!(
-                "{}: `paginate.next` ({}) is not a URL: {target:?}: {e}",
-                page.url, self.next
-            ))
-        })?;
-        self.met.url(url)
+        match self.target(page.value_at(&self.next)?, page.url)? {
+            Some(url) => self.met.url(url),
+            None => Ok(None),
+        }
+    }
+
+    /// Where the next URL stands before the records, it is known from
+    /// the body's head.
+    fn early(&self, head: &Head<'_>) -> Option<Request> {
+        let found = head.value_in_head(&self.next)?;
+        let url = self.target(Some(found), head.url).ok()??;
+        Some(Request::to(url))
     }
 
     fn boxed(&self) -> Box<dyn Paginator> {
