@@ -640,3 +640,37 @@ async fn into_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
         text(&second)
     );
 }
+
+/// A child that fails (issue 2's comments answer 404) ends the run with
+/// exit 1 naming it, and its parent stops before the page whose children
+/// it did not finish: no issue is written whose comments are not.
+#[tokio::test]
+async fn a_failing_child_stops_its_parent_before_the_unfinished_page() {
+    let server = MockServer::start().await;
+    let issues: Vec<Value> = (1..=3)
+        .map(|n| json!({"id": 100 + n, "number": n, "updated_at": at(n)}))
+        .collect();
+    Mock::given(wiremock::matchers::path("/repos/o/r/issues"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(issues))
+        .mount(&server)
+        .await;
+    Mock::given(wiremock::matchers::path("/repos/o/r/issues/2/comments"))
+        .respond_with(ResponseTemplate::new(404).set_body_string("{\"message\":\"Not Found\"}"))
+        .mount(&server)
+        .await;
+    Mock::given(wiremock::matchers::path_regex(
+        "^/repos/o/r/issues/[13]/comments$",
+    ))
+    .respond_with(
+        ResponseTemplate::new(200).set_body_json(json!([{"id": 1, "updated_at": at(30)}])),
+    )
+    .mount(&server)
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = etl(dir.path(), &file(&server.uri(), ""), &[]).await;
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("404"), "{}", text(&run));
+    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
+    assert!(issues.is_empty(), "{issues:?}");
+}
