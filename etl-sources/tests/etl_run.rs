@@ -1317,6 +1317,24 @@ async fn next_first(
     (server, asked)
 }
 
+/// `etl run` against [`next_first`]'s server of `pages` pages made by
+/// `body`: the run's records, how often each id is there, and the pages
+/// asked for.
+async fn run_next_first(
+    pages: usize,
+    body: fn(usize, &str, &str) -> String,
+) -> (Vec<Value>, Vec<String>) {
+    let (server, asked) = next_first(pages, body).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (written, ids) = records(&dir.path().join("items.jsonl"));
+    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    let asked = asked.lock().unwrap().clone();
+    (written, asked)
+}
+
 /// A next URL that stands before the records is sent before the page is
 /// read; it is the request the page's reading then asks for, so each page
 /// is asked once. A body whose head says one next URL and whose reading
@@ -1324,32 +1342,20 @@ async fn next_first(
 /// the guess is dropped.
 #[tokio::test]
 async fn a_next_url_before_the_records_goes_out_early_and_each_page_is_asked_once() {
-    let (server, asked) = next_first(5, |page, next, data| {
+    let (written, asked) = run_next_first(5, |page, next, data| {
         format!(r#"{{"count": 10, "page": {page}, "next": {next}, "data": {data}}}"#)
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(&server.uri(), Style::NextUrl, "");
-    let output = run(dir.path(), &file, &[]).await;
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    let (written, ids) = records(&dir.path().join("items.jsonl"));
     assert_eq!(written.len(), 10);
-    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
-    assert_eq!(*asked.lock().unwrap(), ["1", "2", "3", "4", "5"]);
+    assert_eq!(asked, ["1", "2", "3", "4", "5"]);
 
     // The head says page 9; the page read says the real next one.
-    let (server, asked) = next_first(3, |_, next, data| {
+    let (written, asked) = run_next_first(3, |_, next, data| {
         format!(r#"{{"next": "/items?page=9", "next": {next}, "data": {data}}}"#)
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(&server.uri(), Style::NextUrl, "");
-    let output = run(dir.path(), &file, &[]).await;
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    let (written, ids) = records(&dir.path().join("items.jsonl"));
     let order: Vec<u64> = written.iter().map(|r| r["id"].as_u64().unwrap()).collect();
-    assert_eq!(order, [1, 2, 3, 4, 5, 6], "in order, each once: {ids:?}");
-    let asked = asked.lock().unwrap().clone();
+    assert_eq!(order, [1, 2, 3, 4, 5, 6], "in order, each once");
     let real: Vec<&String> = asked.iter().filter(|p| *p != "9").collect();
     assert_eq!(real, ["1", "2", "3"], "{asked:?}");
 }

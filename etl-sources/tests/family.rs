@@ -362,6 +362,23 @@ fn comments_by_issue(dir: &Path) -> HashMap<u64, usize> {
     by_issue
 }
 
+/// `dir`'s `out` holds `issues` issues and `comments` comments, each once.
+fn assert_each_once(dir: &Path, issues: usize, comments: usize) {
+    for (name, count) in [("issues", issues), ("comments", comments)] {
+        let (written, ids) = records(&dir.join(format!("out/{name}.jsonl")));
+        assert_eq!(written.len(), count, "{name}: {ids:?}");
+        assert!(ids.values().all(|&n| n == 1), "{name}: {ids:?}");
+    }
+}
+
+/// The file at `path` run again `--incremental` into `dir`'s `out`,
+/// completing.
+async fn rerun_incremental(dir: &Path, path: &Path) {
+    let file = std::fs::read_to_string(path).unwrap();
+    let again = etl(dir, &file, &["--incremental"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+}
+
 /// Killed with SIGKILL in the middle of the children (issues five a page),
 /// then run again `--incremental`: an issue is written only once its
 /// comments all are, so the issues' cursor never passes an issue whose
@@ -392,19 +409,8 @@ async fn a_run_killed_among_the_children_then_run_incrementally_keeps_each_recor
         );
     }
 
-    let again = etl(
-        dir.path(),
-        &std::fs::read_to_string(&path).unwrap(),
-        &["--incremental"],
-    )
-    .await;
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
-    let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
-    assert_eq!(issues.len(), 20);
-    assert!(ids.values().all(|&n| n == 1));
-    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
-    assert_eq!(comments.len(), 40, "{ids:?}");
-    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    rerun_incremental(dir.path(), &path).await;
+    assert_each_once(dir.path(), 20, 40);
 }
 
 /// Eight chains at once, each of three pages (a comment a page, then an
@@ -446,18 +452,8 @@ async fn eight_chains_at_once_each_written_in_order_and_a_kill_then_incremental_
         "the issues' one page waits for every chain"
     );
 
-    let again = etl(
-        dir.path(),
-        &std::fs::read_to_string(&path).unwrap(),
-        &["--incremental"],
-    )
-    .await;
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
-    let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
-    assert_eq!(issues.len(), 24);
-    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
-    assert_eq!(comments.len(), 48, "{ids:?}");
-    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    rerun_incremental(dir.path(), &path).await;
+    assert_each_once(dir.path(), 24, 48);
 }
 
 /// `--max-pages 3`: the comments stop after three chains, so the issues
@@ -491,12 +487,7 @@ async fn max_pages_on_the_children_stops_the_parent_before_a_page_they_did_not_f
 
     let all = etl(dir.path(), &file, &["--incremental"]).await;
     assert_eq!(all.status.code(), Some(0), "{}", text(&all));
-    let (issues, ids) = records(&dir.path().join("out/issues.jsonl"));
-    assert_eq!(issues.len(), 10);
-    assert!(ids.values().all(|&n| n == 1));
-    let (comments, ids) = records(&dir.path().join("out/comments.jsonl"));
-    assert_eq!(comments.len(), 20, "{ids:?}");
-    assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+    assert_each_once(dir.path(), 10, 20);
 }
 
 /// Into PostgreSQL: each resource its own table, named as the resource;

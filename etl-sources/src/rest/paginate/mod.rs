@@ -473,6 +473,17 @@ pub(crate) fn more_at(
 pub(crate) mod tests {
     use super::*;
 
+    /// The paginator of a file's `[paginate]` table `paginate`, records at
+    /// `/data`.
+    pub fn paginator(paginate: &str) -> Box<dyn Paginator> {
+        let file = format!(
+            "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
+        );
+        crate::rest::Pipeline::parse(&file, "items.toml", |_| None)
+            .unwrap()
+            .paginate
+    }
+
     /// `paginator`'s next request after a page of `text` (entries at
     /// `/data`) at `url`, with `headers`.
     pub fn next(
@@ -497,18 +508,8 @@ pub(crate) mod tests {
 
 #[cfg(test)]
 mod planned {
-    use super::tests::next;
+    use super::tests::{next, paginator};
     use super::*;
-    use crate::rest::Pipeline;
-
-    fn paginator(paginate: &str) -> Box<dyn Paginator> {
-        let file = format!(
-            "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
-        );
-        Pipeline::parse(&file, "items.toml", |_| None)
-            .unwrap()
-            .paginate
-    }
 
     fn queries(requests: &[Request]) -> Vec<String> {
         requests
@@ -619,19 +620,9 @@ mod planned {
 
 #[cfg(test)]
 mod early {
-    use super::tests::next;
+    use super::tests::{next, paginator};
     use super::*;
-    use crate::rest::Pipeline;
     use reqwest::header::HeaderValue;
-
-    fn paginator(paginate: &str) -> Box<dyn Paginator> {
-        let file = format!(
-            "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
-        );
-        Pipeline::parse(&file, "items.toml", |_| None)
-            .unwrap()
-            .paginate
-    }
 
     /// `paginator`'s early request for a page of `text` at `url`, and the
     /// one its `next` gives when the page is read.
