@@ -658,10 +658,36 @@ async fn a_failing_child_stops_its_parent_before_the_unfinished_page() {
     .mount(&server)
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let run = etl(dir.path(), &file(&server.uri(), ""), &[]).await;
+    let run = etl(
+        dir.path(),
+        &file(&server.uri(), ""),
+        &["--log-format", "json"],
+    )
+    .await;
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("404"), "{}", text(&run));
     let (issues, _) = records(&dir.path().join("out/issues.jsonl"));
     assert!(issues.is_empty(), "{issues:?}");
+    // The two resources log side by side, each line naming its own.
+    let lines: Vec<Value> = String::from_utf8_lossy(&run.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let said = |resource: &str, message: &str| {
+        lines.iter().any(|l| {
+            l["span"]["resource"] == resource
+                && l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(message))
+        })
+    };
+    assert!(said("comments", "page loaded"), "{}", text(&run));
+    assert!(said("issues", "stopped before a page"), "{}", text(&run));
+    assert!(
+        lines.iter().any(|l| l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HTTP 404"))
+            && l["fields"]["exit_code"] == 1),
+        "{}",
+        text(&run)
+    );
 }

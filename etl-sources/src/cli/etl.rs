@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use tracing::Instrument;
 
 use super::{report_error, Ended, Job, LogFormat, RunFlags, EXIT_USAGE};
 use crate::pipeline::output;
@@ -273,6 +274,16 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         // Every source made before any request: one that cannot be made
         // stops the run before the family starts.
         let mut runs: Vec<Pin<Box<dyn Future<Output = Ended> + '_>>> = Vec::new();
+        // The resources of a family log side by side: with many in the
+        // file, each line names its own (a span, in the text and the JSON
+        // format alike).
+        let logged = |name: &str| {
+            if many {
+                tracing::info_span!("resource", resource = name)
+            } else {
+                tracing::Span::none()
+            }
+        };
         for ((&at, feeders), fed) in family.iter().zip(feeders).zip(feeds) {
             let (pipeline, written) = &pipelines[at];
             let name = pipeline.name.clone();
@@ -296,16 +307,18 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
                 Some(fed) => {
                     let source = ChildSource::new(pipeline.clone(), options.clone(), fed);
                     let tapped = Tapped::new(source, &name, feeders);
-                    runs.push(Box::pin(async move {
-                        resource(&job, written, metrics, tapped).await
-                    }));
+                    runs.push(Box::pin(
+                        async move { resource(&job, written, metrics, tapped).await }
+                            .instrument(logged(&name)),
+                    ));
                 }
                 None => match RestSource::new(pipeline.clone(), options.clone()) {
                     Ok(source) => {
                         let tapped = Tapped::new(source, &name, feeders);
-                        runs.push(Box::pin(async move {
-                            resource(&job, written, metrics, tapped).await
-                        }));
+                        runs.push(Box::pin(
+                            async move { resource(&job, written, metrics, tapped).await }
+                                .instrument(logged(&name)),
+                        ));
                     }
                     Err(e) => {
                         report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());

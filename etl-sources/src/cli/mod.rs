@@ -99,7 +99,8 @@ pub fn init_logging(format: LogFormat) {
             tracing_subscriber::fmt()
                 .json()
                 .with_writer(std::io::stderr)
-                .with_current_span(false)
+                // The resource a line is of, where a file's run many.
+                .with_current_span(true)
                 .with_span_list(false)
                 .init();
         }

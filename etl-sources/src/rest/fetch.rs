@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 use url::Url;
 
 use super::auth::Auth;
@@ -68,9 +69,10 @@ impl Fetcher {
 pub(crate) struct Task<T>(JoinHandle<T>);
 
 impl<T: Send + 'static> Task<T> {
-    /// Runs `future` on a task of its own, from now.
+    /// Runs `future` on a task of its own, from now, in the current
+    /// span (its log lines name the resource it reads for).
     pub(crate) fn spawn(future: impl Future<Output = T> + Send + 'static) -> Self {
-        Task(tokio::spawn(future))
+        Task(tokio::spawn(future.in_current_span()))
     }
 }
 
