@@ -97,7 +97,8 @@ impl Repo {
                     }
                     Some(rest) => {
                         let number: u64 = rest.trim_end_matches("/comments").parse().unwrap();
-                        let all = fresh(repo.comments.lock().unwrap().get(&number).unwrap());
+                        let all = repo.comments.lock().unwrap().get(&number).cloned();
+                        let all = fresh(&all.unwrap_or_default());
                         match page {
                             Some(n) => all.into_iter().skip(n - 1).take(1).collect(),
                             None => all,
@@ -690,4 +691,43 @@ async fn a_failing_child_stops_its_parent_before_the_unfinished_page() {
         "{}",
         text(&run)
     );
+}
+
+/// Three generations: issues, their comments, and for each comment the
+/// comments of the issue its id names (`issues/{id}/comments`): each
+/// generation waits for the one below, and the run completes, every record
+/// once, a re-run writing nothing.
+#[tokio::test]
+async fn three_generations_run_side_by_side_and_complete() {
+    let repo = Repo::with_issues(12);
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "concurrency = 2\n{}\n[[resource]]\nname = \"replies\"\nparent = \"comments\"\n\
+         path = \"issues/{{id}}/comments\"\n[resource.from_parent]\nid = \"/id\"\n",
+        file(&server.uri(), "")
+    );
+    for run in 0..2 {
+        let done = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            etl(dir.path(), &file, &[]),
+        )
+        .await
+        .expect("the run ends");
+        assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+        let stdout = String::from_utf8_lossy(&done.stdout).to_string();
+        let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("done: ")).collect();
+        let new = if run == 0 { [12, 24, 4] } else { [0, 0, 0] };
+        for ((line, name), new) in lines.iter().zip(["issues", "comments", "replies"]).zip(new) {
+            assert!(
+                line.starts_with(&format!("done: {name}: "))
+                    && line.contains(&format!(" {new} new rows")),
+                "{stdout}"
+            );
+        }
+        assert_eq!(lines.len(), 3, "{stdout}");
+    }
+    // Comments 11 and 12 name issues 11 and 12: their comments, twice each.
+    let (replies, ids) = records(&dir.path().join("out/replies.jsonl"));
+    assert_eq!(replies.len(), 4, "{ids:?}");
 }
