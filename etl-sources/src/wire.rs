@@ -178,8 +178,11 @@ pub async fn get(
     let status = response.status();
     crate::metrics::http_response(Some(status.as_u16()));
     // An API's spent quota, on any answer (a 200 that spent the last
-    // request included), holds back the next request to its origin.
-    if let Some(wait) = etl_core::http::quota_wait(response.headers(), SystemTime::now()) {
+    // request included), holds back the next request to its origin: held
+    // here for a success, with the error's own wait below for the rest.
+    let now = SystemTime::now();
+    let quota = etl_core::http::quota_wait(response.headers(), now);
+    if let (true, Some(wait)) = (status.is_success(), quota) {
         throttle.hold(&origin, wait);
     }
     // Taken, not cloned: reading the body needs none of them.
@@ -189,10 +192,11 @@ pub async fn get(
         .await
         .map_err(|e| transport_error(url, &e.without_url()))?;
     if !status.is_success() {
-        let error = status_error(url, status.as_u16(), &headers, &body, SystemTime::now());
-        // What the server asked of this request holds back all of them
-        // (beyond the ceiling too, until the run stops).
-        if let Some(wait) = error.retry_after() {
+        let error = status_error(url, status.as_u16(), &headers, &body, now);
+        // What the server asked of this request (a 403's or 429's spent
+        // quota among it), else a spent quota, holds back all of them
+        // (beyond the ceiling too, until the run stops): one hold.
+        if let Some(wait) = error.retry_after().or(quota) {
             throttle.hold(&origin, wait);
         }
         let error = cap_retry_after(error, max_retry_after);
