@@ -138,32 +138,37 @@ impl<S> Tapped<S> {
     }
 
     /// Hands `page`'s records to every child; the children to wait for.
+    /// Each record's top level is read once, unparsed, and only the
+    /// values `[from_parent]` points at are parsed (as a page's are).
     fn hand_over(&self, page: &PageRead<JsonRecord>) -> Vec<(String, oneshot::Receiver<()>)> {
-        let records: Vec<Value> = if page.rows.is_empty() {
-            Vec::new()
-        } else {
-            page.rows
-                .iter()
-                .map(|row| serde_json::from_str(row.json()).unwrap_or(Value::Null))
-                .collect()
-        };
+        if page.rows.is_empty() {
+            return Vec::new();
+        }
+        let records: Vec<(String, Option<Body<'_>>)> = page
+            .rows
+            .iter()
+            .map(|row| {
+                let shown = format!("{} record {}", self.resource, row.id());
+                (shown, Body::parse(row.json()).ok())
+            })
+            .collect();
         let mut waits = Vec::new();
         for feeder in &self.feeders {
-            if records.is_empty() {
-                continue;
-            }
             let parents = page
                 .rows
                 .iter()
                 .zip(&records)
-                .map(|(row, record)| {
-                    let shown = format!("{} record {}", self.resource, row.id());
-                    let values = values_of(record, &feeder.from_parent, &shown);
+                .map(|(row, (shown, body))| {
+                    let values = values_of(body.as_ref(), &feeder.from_parent, shown);
                     let raw = values
                         .is_err()
                         .then(|| RawValue::from_string(row.json().to_owned()).ok())
                         .flatten();
-                    ParentRecord { shown, values, raw }
+                    ParentRecord {
+                        shown: shown.clone(),
+                        values,
+                        raw,
+                    }
                 })
                 .collect();
             let (told, wait) = oneshot::channel();
@@ -175,24 +180,28 @@ impl<S> Tapped<S> {
         waits
     }
 }
-/// The values `from_parent` points at in `record`: each a string or a
-/// number, else the error naming the pointer and the parent record.
+
+/// The values `from_parent` points at in a record (its top level read as
+/// `record`): each a string or a number, else the error naming the pointer
+/// and the parent record.
 fn values_of(
-    record: &Value,
+    record: Option<&Body<'_>>,
     from_parent: &BTreeMap<String, Pointer>,
     shown: &str,
 ) -> Result<BTreeMap<String, Value>, String> {
     from_parent
         .iter()
-        .map(|(name, pointer)| match pointer.get(record) {
-            Some(v @ (Value::String(_) | Value::Number(_))) => Ok((name.clone(), v.clone())),
-            found => Err(format!(
-                "from_parent {name} ({pointer}): {} in {shown}, so its children are not read",
-                match found {
-                    None => "nothing",
-                    Some(_) => "neither a string nor a number",
-                }
-            )),
+        .map(|(name, pointer)| {
+            match record.and_then(|body| body.value_at(pointer).ok().flatten()) {
+                Some(v @ (Value::String(_) | Value::Number(_))) => Ok((name.clone(), v)),
+                found => Err(format!(
+                    "from_parent {name} ({pointer}): {} in {shown}, so its children are not read",
+                    match found {
+                        None => "nothing",
+                        Some(_) => "neither a string nor a number",
+                    }
+                )),
+            }
         })
         .collect()
 }
