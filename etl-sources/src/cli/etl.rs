@@ -303,29 +303,32 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
                 resource: many.then(|| name.clone()),
             };
             let written = *written;
-            match fed {
+            let span = logged(&name);
+            runs.push(match fed {
                 Some(fed) => {
                     let source = ChildSource::new(pipeline.clone(), options.clone(), fed);
-                    let tapped = Tapped::new(source, &name, feeders);
-                    runs.push(Box::pin(
-                        async move { resource(&job, written, metrics, tapped).await }
-                            .instrument(logged(&name)),
-                    ));
+                    resource_run(
+                        job,
+                        written,
+                        metrics,
+                        Tapped::new(source, &name, feeders),
+                        span,
+                    )
                 }
                 None => match RestSource::new(pipeline.clone(), options.clone()) {
-                    Ok(source) => {
-                        let tapped = Tapped::new(source, &name, feeders);
-                        runs.push(Box::pin(
-                            async move { resource(&job, written, metrics, tapped).await }
-                                .instrument(logged(&name)),
-                        ));
-                    }
+                    Ok(source) => resource_run(
+                        job,
+                        written,
+                        metrics,
+                        Tapped::new(source, &name, feeders),
+                        span,
+                    ),
                     Err(e) => {
                         report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());
                         return super::EXIT_FAILED;
                     }
                 },
-            }
+            });
         }
         let mut failed = None;
         for (&at, run) in family
@@ -376,6 +379,18 @@ fn families(pipelines: &[(Pipeline, bool)]) -> Vec<Vec<usize>> {
         }
     }
     families
+}
+
+/// [`resource`] as one of a family's runs, boxed (its source's type is
+/// its own), logging in `span`.
+fn resource_run<'a, S: Source<Row = JsonRecord> + 'a>(
+    job: Job,
+    written: bool,
+    metrics: Option<&'a PrometheusHandle>,
+    source: S,
+    span: tracing::Span,
+) -> Pin<Box<dyn Future<Output = Ended> + 'a>> {
+    Box::pin(async move { resource(&job, written, metrics, source).await }.instrument(span))
 }
 
 /// One resource's run: through its output when it is written, else read
