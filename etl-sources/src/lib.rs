@@ -1,6 +1,9 @@
 //! Sources built on etl-core (Launch Library 2, and any JSON API), one
 //! pipeline for every source, and the runnable `launches` and `etl` commands.
 //!
+//! - [`Pipeline`]: a whole pipeline file (any JSON API, many resources,
+//!   parents and children), run into an [`Output`] by [`Pipeline::run`]
+//!   as `etl run` runs it, with [`RunOptions`], giving a [`RunReport`];
 //! - [`Source`]: what the pipeline reads, page by page; implement it for an
 //!   API of your own and the runner below does the rest;
 //! - [`SpaceDevsSource`]: a paginated Launch Library 2 (The Space Devs)
@@ -10,7 +13,7 @@
 //!   table (feature `delta`) ([`pipeline::Output`]), resumable and safe
 //!   to kill, with entries that do not read kept as rejects
 //!   ([`etl_core::JsonlRejects`]), incremental runs, progress and metrics;
-//! - [`rest`]: any JSON API described in a TOML file ([`rest::Pipeline`]),
+//! - [`rest`]: any JSON API, each resource of a file a [`rest::Resource`]
 //!   read by [`rest::RestSource`];
 //! - feature `cli` (default): the `launches` and `etl` binaries and what
 //!   only they need: `cli` (their options and runs), `progress` (a progress
@@ -47,7 +50,7 @@ pub mod cli;
 pub mod cursor;
 pub mod metrics;
 pub mod pipeline;
-#[cfg(feature = "cli")]
+#[cfg(feature = "progress")]
 pub mod progress;
 #[cfg(feature = "cli")]
 pub mod replay;
@@ -57,5 +60,6 @@ mod spacedevs;
 pub mod throttle;
 pub mod wire;
 
+pub use pipeline::{Output, Pipeline, PipelineError, ResourceReport, RunOptions, RunReport};
 pub use source::{OnLoaded, PageRead, Source};
 pub use spacedevs::{SourceOptions, SpaceDevsSource};

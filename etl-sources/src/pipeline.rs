@@ -1,6 +1,12 @@
 //! The pipeline, one for every [`Source`]: pages -> [`etl_core::IdempotentSink`]
 //! -> a JSONL file, a PostgreSQL or a Delta table ([`Output`]), resumable and safe to
 //! kill at any moment, with the entries that do not read kept as rejects.
+//!
+//! - [`Pipeline`]: a whole pipeline file, run by [`Pipeline::run`] as
+//!   `etl run` runs it ([`RunOptions`], [`RunReport`]);
+//! - [`run`]: one [`Source`] of your own into a sink and a rejects sink;
+//! - [`output`]: the outputs, and the traits an output of your own
+//!   implements.
 
 use etl_core::retry::Retry;
 use etl_core::{EtlError, RejectSink, RetryPolicy, Sink};
@@ -10,9 +16,21 @@ use std::time::Duration;
 
 use crate::Source;
 
+mod file;
+mod options;
 pub mod output;
+mod report;
+mod resource;
 
+pub use file::Pipeline;
+pub use options::RunOptions;
 pub use output::Output;
+pub use report::{
+    Failure, PipelineError, ResourceReport, RunReport, EXIT_FAILED, EXIT_OK, EXIT_REJECTED,
+    EXIT_USAGE,
+};
+#[cfg(feature = "cli")]
+pub(crate) use resource::load as load_resource;
 
 /// What a run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

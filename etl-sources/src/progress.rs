@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{self, IsTerminal, Write};
 use std::sync::OnceLock;
 use std::time::Duration;
+#[cfg(feature = "cli")]
 use tracing_subscriber::fmt::MakeWriter;
 
 /// The bar, once a run on a terminal made one.
@@ -57,6 +58,7 @@ pub fn update(bar: &ProgressBar, progress: &Progress) {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stderr;
 
+#[cfg(feature = "cli")]
 impl<'a> MakeWriter<'a> for Stderr {
     type Writer = Stderr;
 

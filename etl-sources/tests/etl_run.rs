@@ -816,7 +816,7 @@ async fn three_concurrent_loaders_into_one_table_write_every_record_once() {
 /// `query` auth reaches the server on every request but no URL shown.
 #[tokio::test(start_paused = true)]
 async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_is_never_shown() {
-    use etl_sources::rest::{Pipeline, RestSource};
+    use etl_sources::rest::{Resource, RestSource};
     use etl_sources::{Source, SourceOptions};
 
     let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3));
@@ -835,7 +835,7 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_i
         "{}[auth]\ntype = \"query\"\nname = \"api_key\"\nenv = \"K\"\n",
         pipeline(&server.uri(), Style::NextUrl, "")
     );
-    let pipeline = Pipeline::parse(&file, "items.toml", |_| Some("q-s3cret".into())).unwrap();
+    let pipeline = Resource::parse(&file, "items.toml", |_| Some("q-s3cret".into())).unwrap();
     let options = SourceOptions {
         timeout: None,
         ..SourceOptions::default()
@@ -880,7 +880,7 @@ async fn retry_after_in_seconds_and_as_a_date_is_waited_out_and_a_query_secret_i
 
 #[test]
 fn the_example_pipeline_files_read() {
-    use etl_sources::rest::Pipeline;
+    use etl_sources::rest::Resource;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut styles = Vec::new();
     for name in [
@@ -890,7 +890,7 @@ fn the_example_pipeline_files_read() {
         "post-search.toml",
     ] {
         let text = std::fs::read_to_string(dir.join(name)).unwrap();
-        let pipeline = Pipeline::parse(&text, name, |_| Some("token".into()))
+        let pipeline = Resource::parse(&text, name, |_| Some("token".into()))
             .unwrap_or_else(|e| panic!("{e}"));
         if styles.len() < 2 {
             assert!(pipeline.check_incremental().is_ok(), "{name}");
@@ -906,8 +906,11 @@ fn the_example_pipeline_files_read() {
     );
     assert!(styles[3].ends_with("Body"), "{}", styles[3]);
     let text = std::fs::read_to_string(dir.join("github-issues-comments.toml")).unwrap();
-    let all = Pipeline::parse_all(&text, "github-issues-comments.toml", |_| Some("t".into()))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let all = etl_sources::Pipeline::parse_with(&text, "github-issues-comments.toml", |_| {
+        Some("t".into())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let all = all.resources();
     assert_eq!(all.len(), 2);
     assert_eq!(all[1].parent.as_deref(), Some("issues"));
     assert!(all.iter().all(|p| p.check_incremental().is_ok()));
@@ -1004,8 +1007,8 @@ fn paused_source(
     throttle: &std::sync::Arc<etl_sources::throttle::Throttle>,
     max_retry_after: Option<Duration>,
 ) -> etl_sources::rest::RestSource {
-    use etl_sources::rest::{Pipeline, RestSource};
-    let pipeline = Pipeline::parse(file, "items.toml", |_| None).unwrap();
+    use etl_sources::rest::{Resource, RestSource};
+    let pipeline = Resource::parse(file, "items.toml", |_| None).unwrap();
     let options = etl_sources::SourceOptions {
         timeout: None,
         max_retry_after,
@@ -1112,7 +1115,7 @@ async fn the_rate_limit_holds_across_a_run_retries_included() {
         "rate_limit = \"10/s\"\n{}",
         pipeline(&server.uri(), Style::NextUrl, "")
     );
-    let limit = etl_sources::rest::Pipeline::parse(&file, "items.toml", |_| None)
+    let limit = etl_sources::rest::Resource::parse(&file, "items.toml", |_| None)
         .unwrap()
         .rate_limit;
     assert_eq!(limit.map(|l| l.to_string()).as_deref(), Some("10/s"));

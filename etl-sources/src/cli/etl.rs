@@ -1,23 +1,15 @@
 //! The `etl` command: `etl run PIPELINE.toml` loads any JSON API that a
-//! pipeline file describes ([`crate::rest::Pipeline`]); `etl demo` runs one
+//! pipeline file describes ([`crate::Pipeline`]); `etl demo` runs one
 //! against the bundled dataset, with no network.
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusHandle;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
-use tracing::Instrument;
+use std::time::Instant;
 
-use super::{report_error, Ended, Job, LogFormat, RunFlags, EXIT_USAGE};
-use crate::pipeline::output;
+use super::{report_error, LogFormat, RunFlags, EXIT_FAILED, EXIT_USAGE};
+use crate::pipeline::{Output, Pipeline};
 use crate::replay::{Replay, ReplayServer};
-use crate::rest::{
-    feed, ChildSource, ConfigError, Feed, Feeder, JsonRecord, Pipeline, RestSource, Tapped,
-};
-use crate::throttle::Throttle;
-use crate::Source;
-use crate::SourceOptions;
 
 /// Load any JSON API into a JSONL file (or a PostgreSQL table), each
 /// distinct record once: a re-run appends only new or changed records.
@@ -168,329 +160,114 @@ pub fn demo_file(parent_child: bool, url: &str) -> String {
 
 /// One whole `etl` run; the exit status. As [`super::run`] for `launches`:
 /// an invalid file (or `--incremental` it cannot serve) and an unwritable
-/// metrics file are exit 2 before any request.
+/// metrics file are exit 2 before any request. The run itself is
+/// [`Pipeline::run`]; this maps the flags onto it and prints its report.
 pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     let flags = args.flags();
     let usage = |message: &str| {
         report_error(flags.run.log_format, EXIT_USAGE, message);
         EXIT_USAGE
     };
-    // Whether the file holds many resources decides the outputs' layout,
-    // whichever of them `--resource` runs.
-    let mut many = false;
-    let (pipelines, server) = match &args.command {
-        Command::Run(run) => (
-            Pipeline::load_all(&run.pipeline).and_then(|all| {
-                many = all.len() > 1;
-                selected(all, &run.resources, &run.pipeline)
-            }),
-            None,
-        ),
+    if let Err(code) = super::check_metrics_file(&flags.run) {
+        return code;
+    }
+    let (pipeline, resources, _server) = match &args.command {
+        Command::Run(run) => (Pipeline::load(&run.pipeline), run.resources.clone(), None),
         Command::Demo(demo) => match ReplayServer::start(Replay::bundled()).await {
             Ok(server) => {
-                many = demo.parent_child;
                 let text = demo_file(demo.parent_child, server.url().as_str());
                 println!("{text}");
-                (
-                    Pipeline::parse_all(&text, "demo.toml", |_| None)
-                        .and_then(|all| selected(all, &[], "demo.toml".as_ref())),
-                    Some(server),
-                )
+                let pipeline = Pipeline::parse_with(&text, "demo.toml", |_| None);
+                (pipeline, Vec::new(), Some(server))
             }
             Err(e) => {
                 report_error(
                     flags.run.log_format,
-                    super::EXIT_FAILED,
+                    EXIT_FAILED,
                     &format!("cannot start the offline server on 127.0.0.1: {e}"),
                 );
-                return super::EXIT_FAILED;
+                return EXIT_FAILED;
             }
         },
     };
-    let pipelines = match pipelines.and_then(|all| {
-        if flags.incremental {
-            for (p, written) in &all {
-                if *written {
-                    p.check_incremental()?;
-                }
-            }
-        }
-        Ok(all)
-    }) {
-        Ok(pipelines) => pipelines,
+    let pipeline = match pipeline {
+        Ok(pipeline) => pipeline,
         Err(e) => return usage(&e.to_string()),
     };
+    let output = match output(flags, &pipeline) {
+        Ok(output) => output,
+        Err(message) => return usage(&message),
+    };
+    let options = super::run_options(&flags.run, flags.incremental).resources(resources);
+    let started = Instant::now();
+    let named = pipeline.is_many();
+    let (report, code) = match pipeline.run(&output, options).await {
+        Ok(report) => {
+            let code = report.exit_code() as u8;
+            (report, code)
+        }
+        Err(e) => {
+            for failure in e.failures() {
+                in_span(named, failure.resource.as_deref(), || {
+                    report_error(flags.run.log_format, e.exit_code() as u8, &failure.message)
+                });
+            }
+            (e.report().clone(), e.exit_code() as u8)
+        }
+    };
+    for entry in report.entries() {
+        let line = in_span(named, Some(entry.name()), || {
+            super::summary_line(entry, "records", named, flags.run.log_format)
+        });
+        println!("{line}");
+    }
+    if code != EXIT_USAGE {
+        super::write_metrics(&flags.run, metrics, code, started);
+    }
+    code
+}
+
+/// `f` inside the span of `resource`'s log lines when the file holds
+/// many (`named`), as its run logged them.
+fn in_span<R>(named: bool, resource: Option<&str>, f: impl FnOnce() -> R) -> R {
+    match resource.filter(|_| named) {
+        Some(resource) => tracing::info_span!("resource", resource).in_scope(f),
+        None => f(),
+    }
+}
+
+/// The output the flags name for `pipeline`: `--out` as the file's
+/// resources need it (with one resource a path is its file; with many, a
+/// directory unless it ends in `.jsonl`), its default (`NAME.jsonl`, or
+/// the working directory), `--pg-table` and `--rejects` (of one resource
+/// only).
+fn output(flags: &Flags, pipeline: &Pipeline) -> Result<Output, String> {
+    let many = pipeline.is_many();
     if many {
         for (given, flag) in [
             (flags.pg_table.is_some(), "--pg-table"),
             (flags.rejects.is_some(), "--rejects"),
         ] {
             if given {
-                return usage(&format!(
+                return Err(format!(
                     "{flag} names one output, and this file holds many resources: each resource's is its own (--out holds them)"
                 ));
             }
         }
     }
-    let place = flags.out.clone().unwrap_or_else(|| ".".to_owned());
-    if many && !place.contains("://") && !place.starts_with("delta:") {
-        if let Err(e) = std::fs::create_dir_all(&place) {
-            return usage(&format!(
-                "--out {place}: cannot be made a directory ({e}); nothing was requested"
-            ));
-        }
+    let output = match (&flags.out, many) {
+        (Some(out), true) => Output::parse(out),
+        (Some(out), false) => Output::parse_file(out),
+        (None, true) => Output::parse("."),
+        (None, false) => Output::parse_file(&format!("{}.jsonl", pipeline.resources()[0].name)),
     }
-    // One throttle for the run: the file's rate limit, and the waits the
-    // servers ask, held across every resource and request.
-    let rate_limit = pipelines.first().and_then(|(p, _)| p.rate_limit);
-    let options = SourceOptions {
-        timeout: flags.run.timeout(),
-        max_retry_after: flags.run.max_retry_after,
-        throttle: std::sync::Arc::new(Throttle::new(rate_limit)),
-        ..SourceOptions::default()
+    .map_err(|e| e.to_string())?;
+    let output = match &flags.pg_table {
+        Some(table) => output.table(table.clone()),
+        None => output,
     };
-    // Each family (a resource and its descendants) in file order; the
-    // resources of one family run side by side, a parent's page written
-    // once its children's are. One summary line each, in file order (each
-    // printed once every line before it is); a failed family ends the run
-    // (the rows of every page loaded before stay written).
-    let mut code = super::EXIT_OK;
-    // By resource: `None` until its family ended, then its line (if any).
-    let mut lines: Vec<Option<Option<String>>> = pipelines.iter().map(|_| None).collect();
-    let mut printed = 0;
-    for family in families(&pipelines) {
-        let mut feeders: Vec<Vec<Feeder>> = family.iter().map(|_| Vec::new()).collect();
-        let mut feeds: Vec<Option<Feed>> = family.iter().map(|_| None).collect();
-        for (at, &child) in family.iter().enumerate() {
-            let child = &pipelines[child].0;
-            if let Some(parent) = &child.parent {
-                let (feeder, fed) = feed(&child.name, child.from_parent.clone());
-                if let Some(from) = family.iter().position(|&p| &pipelines[p].0.name == parent) {
-                    feeders[from].push(feeder);
-                }
-                feeds[at] = Some(fed);
-            }
-        }
-        // Every source made before any request: one that cannot be made
-        // stops the run before the family starts.
-        let mut runs: Vec<Pin<Box<dyn Future<Output = Ended> + '_>>> = Vec::new();
-        // The resources of a family log side by side: with many in the
-        // file, each line names its own (a span, in the text and the JSON
-        // format alike).
-        let logged = |name: &str| {
-            if many {
-                tracing::info_span!("resource", resource = name)
-            } else {
-                tracing::Span::none()
-            }
-        };
-        for ((&at, feeders), fed) in family.iter().zip(feeders).zip(feeds) {
-            let (pipeline, written) = &pipelines[at];
-            let name = pipeline.name.clone();
-            let job = Job {
-                out: match (&flags.out, many) {
-                    (_, true) => output::for_resource(&place, &name),
-                    (Some(out), false) => out.clone(),
-                    (None, false) => format!("{name}.jsonl"),
-                },
-                pg_table: (flags.pg_table.clone()).unwrap_or_else(|| name.clone()),
-                rejects: flags.rejects.clone(),
-                incremental: flags.incremental,
-                max_pages: flags.run.max_pages,
-                metrics_file: flags.run.metrics_file.clone(),
-                log_format: flags.run.log_format,
-                noun: "records",
-                resource: many.then(|| name.clone()),
-            };
-            let written = *written;
-            let span = logged(&name);
-            runs.push(match fed {
-                Some(fed) => {
-                    let source = ChildSource::new(pipeline.clone(), options.clone(), fed);
-                    resource_run(
-                        job,
-                        written,
-                        metrics,
-                        Tapped::new(source, &name, feeders),
-                        span,
-                    )
-                }
-                None => match RestSource::new(pipeline.clone(), options.clone()) {
-                    Ok(source) => resource_run(
-                        job,
-                        written,
-                        metrics,
-                        Tapped::new(source, &name, feeders),
-                        span,
-                    ),
-                    Err(e) => {
-                        report_error(flags.run.log_format, super::EXIT_FAILED, &e.to_string());
-                        return super::EXIT_FAILED;
-                    }
-                },
-            });
-        }
-        let mut failed = None;
-        for (&at, run) in family
-            .iter()
-            .zip(futures_util::future::join_all(runs).await)
-        {
-            match run.code {
-                super::EXIT_OK => {}
-                super::EXIT_REJECTED => code = super::EXIT_REJECTED,
-                other => {
-                    failed.get_or_insert(other);
-                }
-            }
-            lines[at] = Some(run.summary);
-        }
-        while let Some(Some(line)) = lines.get(printed) {
-            if let Some(line) = line {
-                println!("{line}");
-            }
-            printed += 1;
-        }
-        if let Some(failed) = failed {
-            // The lines of what did end, after a resource still to run.
-            for line in lines.iter().skip(printed).flatten().flatten() {
-                println!("{line}");
-            }
-            return failed;
-        }
-    }
-    drop(server);
-    code
-}
-
-/// The run's resources by family, each family in the run's order (parents
-/// before children), as indices into `pipelines`: a resource with no
-/// parent in the run, then every resource descended from it.
-fn families(pipelines: &[(Pipeline, bool)]) -> Vec<Vec<usize>> {
-    let mut families: Vec<Vec<usize>> = Vec::new();
-    for (at, (pipeline, _)) in pipelines.iter().enumerate() {
-        let family = pipeline.parent.as_deref().and_then(|parent| {
-            families
-                .iter()
-                .position(|f| f.iter().any(|&p| pipelines[p].0.name == parent))
-        });
-        match family {
-            Some(family) => families[family].push(at),
-            None => families.push(vec![at]),
-        }
-    }
-    families
-}
-
-/// [`resource`] as one of a family's runs, boxed (its source's type is
-/// its own), logging in `span`.
-fn resource_run<'a, S: Source<Row = JsonRecord> + 'a>(
-    job: Job,
-    written: bool,
-    metrics: Option<&'a PrometheusHandle>,
-    source: S,
-    span: tracing::Span,
-) -> Pin<Box<dyn Future<Output = Ended> + 'a>> {
-    Box::pin(async move { resource(&job, written, metrics, source).await }.instrument(span))
-}
-
-/// One resource's run: through its output when it is written, else read
-/// only (to feed its children), with a summary line either way.
-async fn resource<S: Source<Row = JsonRecord>>(
-    job: &Job,
-    written: bool,
-    metrics: Option<&PrometheusHandle>,
-    mut source: S,
-) -> Ended {
-    if written {
-        return job.execute(metrics, async move { Ok((source, ())) }).await;
-    }
-    let (mut pages, mut read, mut rejected) = (0u32, 0usize, 0usize);
-    loop {
-        if job.max_pages.is_some_and(|max| pages >= max) {
-            break;
-        }
-        match source.next_page().await {
-            Ok(Some(page)) => {
-                pages += 1;
-                read += page.rows.len();
-                rejected += page.rejects.len();
-                // Nothing to write: "loaded" as soon as read.
-                if let Some(on_loaded) = page.on_loaded {
-                    on_loaded.tell();
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                report_error(job.log_format, super::EXIT_FAILED, &e.to_string());
-                return Ended {
-                    code: super::EXIT_FAILED,
-                    summary: None,
-                };
-            }
-        }
-    }
-    let name = job.resource.as_deref().unwrap_or("");
-    let summary = format!(
-        "done: {name}: {pages} pages, {read} records read, none written (load = false){}",
-        if rejected > 0 {
-            format!(
-                "; {rejected} entries did not read (not kept: nothing of this resource is written)"
-            )
-        } else {
-            String::new()
-        }
-    );
-    Ended {
-        code: super::EXIT_OK,
-        summary: Some(summary),
-    }
-}
-
-/// The resources a run reads, parents before their children, each with
-/// whether it is written: the ones `wanted` names (every one with `load`
-/// not false when it names none), and their ancestors, read to feed them
-/// (written only if named too). A name the file lacks is an error naming
-/// the file's.
-fn selected(
-    all: Vec<Pipeline>,
-    wanted: &[String],
-    file: &std::path::Path,
-) -> Result<Vec<(Pipeline, bool)>, ConfigError> {
-    if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|p| &p.name == *w)) {
-        let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-        return Err(ConfigError::new(format!(
-            "--resource {unknown}: {} has no such resource (it has {})",
-            file.display(),
-            names.join(", ")
-        )));
-    }
-    let written = |p: &Pipeline| {
-        if wanted.is_empty() {
-            p.load
-        } else {
-            wanted.contains(&p.name)
-        }
-    };
-    let by_name: std::collections::HashMap<&str, &Pipeline> =
-        all.iter().map(|p| (p.name.as_str(), p)).collect();
-    let mut order: Vec<&str> = Vec::new();
-    for p in all.iter().filter(|p| written(p)) {
-        // The chain of ancestors, oldest first (the file has no cycle).
-        let mut chain = vec![p.name.as_str()];
-        while let Some(parent) = by_name[chain[chain.len() - 1]].parent.as_deref() {
-            chain.push(parent);
-        }
-        for name in chain.into_iter().rev() {
-            if !order.contains(&name) {
-                order.push(name);
-            }
-        }
-    }
-    Ok(order
-        .into_iter()
-        .map(|name| {
-            let p = by_name[name];
-            (p.clone(), written(p))
-        })
-        .collect())
+    Ok(match &flags.rejects {
+        Some(rejects) => output.rejects(rejects.clone()),
+        None => output,
+    })
 }

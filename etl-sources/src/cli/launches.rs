@@ -1,10 +1,14 @@
 //! The `launches` command: its options ([`Args`]) and a whole run ([`run`]).
 
 use clap::Parser;
+use etl_core::{EtlError, Row};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
+use std::time::Instant;
 
-use super::{Job, RunFlags};
+use super::{report_error, RunFlags, EXIT_FAILED, EXIT_OK, EXIT_REJECTED, EXIT_USAGE};
+use crate::pipeline::output::{Destination, Target};
+use crate::pipeline::{Output, ResourceReport};
 use crate::replay::{Replay, ReplayServer};
 use crate::{SourceOptions, SpaceDevsSource};
 
@@ -82,18 +86,53 @@ pub struct Args {
 /// handle of the recorder the run's metrics went to), and returns the exit
 /// status.
 pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
-    let job = Job {
-        out: args.out.to_string_lossy().into_owned(),
-        pg_table: args.pg_table.clone(),
-        rejects: args.rejects.clone(),
-        incremental: args.incremental,
-        max_pages: args.run.max_pages,
-        metrics_file: args.run.metrics_file.clone(),
-        log_format: args.run.log_format,
-        noun: "launches",
-        resource: None,
+    if let Err(code) = super::check_metrics_file(&args.run) {
+        return code;
+    }
+    let started = Instant::now();
+    let code = match load(args).await {
+        Ok(entry) => {
+            println!(
+                "{}",
+                super::summary_line(&entry, "launches", false, args.run.log_format)
+            );
+            if entry.rejects() > 0 {
+                EXIT_REJECTED
+            } else {
+                EXIT_OK
+            }
+        }
+        Err((code, message)) => {
+            report_error(args.run.log_format, code, &message);
+            code
+        }
     };
-    job.execute(metrics, source(args)).await.print()
+    super::write_metrics(&args.run, metrics, code, started);
+    code
+}
+
+/// The load: the output opened first (one that cannot be opened as given
+/// is exit 2, before any request), then the source, then the one
+/// resource's run. `Err`: the exit status and what stopped it.
+async fn load(args: &Args) -> Result<ResourceReport, (u8, String)> {
+    let refused = |e: EtlError| match e {
+        EtlError::InvalidInput(_) => (EXIT_USAGE, format!("{e}; nothing was requested")),
+        e => (EXIT_FAILED, e.to_string()),
+    };
+    let mut output = Output::parse_file(&args.out.to_string_lossy())
+        .map_err(refused)?
+        .table(args.pg_table.clone());
+    if let Some(rejects) = &args.rejects {
+        output = output.rejects(rejects.clone());
+    }
+    let table = Destination::<Row>::open(&output, Target::new("launches", false))
+        .await
+        .map_err(refused)?;
+    let (source, _server) = source(args).await.map_err(|e| (EXIT_FAILED, e))?;
+    let options = super::run_options(&args.run, args.incremental);
+    crate::pipeline::load_resource("launches", &*table, source, &options)
+        .await
+        .map_err(|e| (EXIT_FAILED, e))
 }
 
 /// The source: the live API at `--base-url`, or, offline, the bundled

@@ -1,21 +1,18 @@
 //! The two commands, `launches` ([`Args`], [`run`]) and `etl run`
 //! ([`etl`]), here in the library so that tests can drive a run on tokio's
 //! paused clock. Both run one job: the same output, cursor, progress
-//! bar, summary, metrics file and exit codes for any [`Source`]. The
+//! bar, summary, metrics file and exit codes for any [`crate::Source`]. The
 //! binaries parse the arguments, set up logging ([`init_logging`]) and the
 //! metrics recorder ([`install_recorder`]), and call a `run`.
 
 use clap::ValueEnum;
-use etl_core::EtlError;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::future::Future;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::pipeline::output::{self, Options, Output};
-use crate::pipeline::Summary;
-use crate::{progress, Source};
+use crate::pipeline::{ResourceReport, RunOptions};
+use crate::progress;
 
 pub mod etl;
 mod launches;
@@ -70,19 +67,15 @@ impl RunFlags {
     }
 }
 
-/// The run completed: exit 0.
-pub const EXIT_OK: u8 = 0;
+/// The run completed: exit 0 ([`crate::pipeline::EXIT_OK`]).
+pub const EXIT_OK: u8 = crate::pipeline::EXIT_OK as u8;
 /// The run failed; the rows of the pages loaded before stay written.
-pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_FAILED: u8 = crate::pipeline::EXIT_FAILED as u8;
 /// A usage error, an invalid pipeline file or a metrics file that cannot
 /// be written: nothing was requested.
-pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_USAGE: u8 = crate::pipeline::EXIT_USAGE as u8;
 /// The run completed but rejected at least one entry: cron and CI notice.
-pub const EXIT_REJECTED: u8 = 3;
-
-/// How the first line shows the cursor of an incremental run over an empty
-/// output.
-const NO_CURSOR: &str = "none (empty output: reading everything)";
+pub const EXIT_REJECTED: u8 = crate::pipeline::EXIT_REJECTED as u8;
 
 /// Sets up the log on stderr: text (printed above a progress bar, if one
 /// is drawn) or one JSON object a line.
@@ -131,223 +124,126 @@ pub fn report_error(format: LogFormat, code: u8, message: &str) {
     }
 }
 
-/// How a job ended: its exit status, and the summary line it has for
-/// stdout (none when it failed; the failure is reported on stderr).
-#[derive(Debug)]
-pub(crate) struct Ended {
-    pub code: u8,
-    pub summary: Option<String>,
-}
-
-impl Ended {
-    /// The summary line printed; the exit status.
-    pub fn print(self) -> u8 {
-        if let Some(line) = self.summary {
-            println!("{line}");
-        }
-        self.code
-    }
-}
-
-/// One run of a command, whatever its source: where it writes and how.
-#[derive(Clone, Debug)]
-pub(crate) struct Job {
-    /// `--out`: a JSONL path or a PostgreSQL URL.
-    pub out: String,
-    pub pg_table: String,
-    pub rejects: Option<PathBuf>,
-    pub incremental: bool,
-    pub max_pages: Option<u32>,
-    pub metrics_file: Option<PathBuf>,
-    pub log_format: LogFormat,
-    /// What the summary calls the rows read ("launches", "records").
-    pub noun: &'static str,
-    /// The resource the summary line names, when a file holds many.
-    pub resource: Option<String>,
-}
-
-impl Job {
-    /// The whole run: the metrics file checked (exit 2 before any request),
-    /// the source made, the output opened, the load, the summary line (for
-    /// the caller to print, so that runs side by side print theirs in
-    /// order), a failure reported (stderr), the metrics file written.
-    /// `source` makes the source and anything that must live as long as
-    /// the run (the offline server).
-    pub async fn execute<S: Source, G>(
-        &self,
-        metrics: Option<&PrometheusHandle>,
-        source: impl Future<Output = Result<(S, G), String>>,
-    ) -> Ended {
-        if let Some(path) = &self.metrics_file {
-            if let Err(e) = crate::metrics::check_writable(path) {
-                report_error(
-                    self.log_format,
-                    EXIT_USAGE,
-                    &format!(
-                        "--metrics-file {}: cannot be written ({e}); nothing was requested",
-                        path.display()
-                    ),
-                );
-                return Ended {
-                    code: EXIT_USAGE,
-                    summary: None,
-                };
-            }
-        }
-        let started = Instant::now();
-        let (code, line) = match self.load(source).await {
-            Ok((summary, line)) => (completed(&summary), Some(line)),
-            Err((code, message)) => {
-                report_error(self.log_format, code, &message);
-                (code, None)
-            }
-        };
-        if let (Some(path), Some(handle)) = (&self.metrics_file, metrics) {
-            crate::metrics::run_finished(code != EXIT_FAILED, started.elapsed());
-            if let Err(e) = crate::metrics::write_atomically(path, &handle.render()) {
-                // The run's own outcome stands; the missing file says the rest.
-                tracing::error!(path = %path.display(), error = %e, "cannot write the metrics file");
-            }
-        }
-        Ended {
-            code,
-            summary: line,
-        }
-    }
-
-    /// The run, or its exit status and error: an output that cannot be
-    /// opened as given (a path that is a file, a table of other columns,
-    /// missing credentials) is a usage error, exit 2, before any request.
-    async fn load<S: Source, G>(
-        &self,
-        source: impl Future<Output = Result<(S, G), String>>,
-    ) -> Result<(Summary, String), (u8, String)> {
-        let failed = |e: String| (EXIT_FAILED, e);
-        // The output first: an incremental run's cursor is what it holds.
-        let options = Options {
-            table: &self.pg_table,
-            rejects: self.rejects.as_deref(),
-        };
-        let output = output::open::<S::Row>(&self.out, &options)
-            .await
-            .map_err(|e| match e {
-                EtlError::InvalidInput(_) => (
-                    EXIT_USAGE,
-                    format!("--out {}: {e}; nothing was requested", self.out),
-                ),
-                e => (EXIT_FAILED, e.to_string()),
-            })?;
-        let (mut source, _guard) = source.await.map_err(failed)?;
-        let since = if self.incremental {
-            let since = output
-                .cursor(&|line| source.stored_updated_at(line))
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            source
-                .read_since(since.as_deref())
-                .map_err(|e| failed(e.to_string()))?;
-            // A child resource: each parent's chain from its own cursor,
-            // where the output keeps them by parent (a table).
-            if let Some(cursors) = source.parent_cursors() {
-                for (parent, newest) in output
-                    .cursors_by_parent()
-                    .await
-                    .map_err(|e| failed(e.to_string()))?
-                {
-                    let held = cursors.entry(parent).or_default();
-                    if crate::cursor::is_newer(&newest, held) {
-                        *held = newest;
-                    }
-                }
-            }
-            since
-        } else {
-            None
-        };
-        output::announce(
-            &*output,
-            self.incremental
-                .then(|| since.as_deref().unwrap_or(NO_CURSOR)),
+/// Checks before any request that the metrics file can be written:
+/// `Err` is the exit status of a run refused for it (reported).
+pub(crate) fn check_metrics_file(flags: &RunFlags) -> Result<(), u8> {
+    let Some(path) = &flags.metrics_file else {
+        return Ok(());
+    };
+    crate::metrics::check_writable(path).map_err(|e| {
+        report_error(
+            flags.log_format,
+            EXIT_USAGE,
+            &format!(
+                "--metrics-file {}: cannot be written ({e}); nothing was requested",
+                path.display()
+            ),
         );
-        // A bar only for a person at a terminal: never among JSON lines.
-        let bar = match self.log_format {
-            LogFormat::Text => progress::start(),
-            LogFormat::Json => None,
-        };
-        let result = output::run(&*output, &mut source, self.max_pages, |p| {
-            if let Some(bar) = bar {
-                progress::update(bar, p);
-            }
-        })
-        .await;
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
-        let summary = result.map_err(|e| failed(e.to_string()))?;
-        let line = self
-            .summarise(&*output, &summary, since.as_deref())
-            .map_err(failed)?;
-        Ok((summary, line))
-    }
+        EXIT_USAGE
+    })
+}
 
-    /// The summary line for stdout, and among JSON log lines its figures
-    /// as fields (logged now).
-    fn summarise<T: etl_core::Record>(
-        &self,
-        output: &dyn Output<T>,
-        summary: &Summary,
-        since: Option<&str>,
-    ) -> Result<String, String> {
-        let place = output.describe().map_err(|e| e.to_string())?;
-        let in_all = place
-            .held
-            .map_or(String::new(), |n| format!(" ({n} rows in all)"));
-        let rejected = if summary.rejected == 0 {
-            String::new()
-        } else {
-            format!(
-                "; {} entries rejected ({} new) into {}",
-                summary.rejected, summary.new_rejects, place.rejects
-            )
-        };
-        let incremental = match (self.incremental, since) {
-            (false, _) => String::new(),
-            (true, Some(cursor)) => format!("; incremental since {cursor}"),
-            (true, None) => "; incremental from the start".to_string(),
-        };
-        let resource = self
-            .resource
-            .as_ref()
-            .map_or(String::new(), |name| format!("{name}: "));
-        let line = format!(
-            "done: {resource}{} pages, {} {} read, {} new rows written to {}{in_all}{rejected}{incremental}",
-            summary.pages, summary.rows, self.noun, summary.new_rows, place.rows
-        );
-        if self.log_format == LogFormat::Json {
-            let exit_code = completed(summary);
-            tracing::info!(
-                resource = self.resource.as_deref(),
-                pages = summary.pages,
-                read = summary.rows,
-                new = summary.new_rows,
-                rejected = summary.rejected,
-                new_rejects = summary.new_rejects,
-                rows = place.held,
-                output = %place.rows,
-                since,
-                exit_code,
-                "done"
-            );
+/// Writes the run's metrics to the metrics file, if one is asked for: the
+/// run's outcome (`code`) and its time since `started` with the rest.
+pub(crate) fn write_metrics(
+    flags: &RunFlags,
+    metrics: Option<&PrometheusHandle>,
+    code: u8,
+    started: Instant,
+) {
+    if let (Some(path), Some(handle)) = (&flags.metrics_file, metrics) {
+        crate::metrics::run_finished(code != EXIT_FAILED, started.elapsed());
+        if let Err(e) = crate::metrics::write_atomically(path, &handle.render()) {
+            // The run's own outcome stands; the missing file says the rest.
+            tracing::error!(path = %path.display(), error = %e, "cannot write the metrics file");
         }
-        Ok(line)
     }
 }
 
-/// The exit status of a run that completed: 3 when it rejected an entry.
-fn completed(summary: &Summary) -> u8 {
-    if summary.rejected > 0 {
-        EXIT_REJECTED
+/// A resource's summary line for stdout (`named`: with its name, as when
+/// a file holds many), calling the rows read `noun`; among JSON log lines
+/// its figures are logged as fields too.
+pub(crate) fn summary_line(
+    entry: &ResourceReport,
+    noun: &str,
+    named: bool,
+    format: LogFormat,
+) -> String {
+    let name = entry.name();
+    let Some(place) = entry.place() else {
+        return format!(
+            "done: {name}: {} pages, {} records read, none written (load = false){}",
+            entry.pages(),
+            entry.read(),
+            if entry.rejects() > 0 {
+                format!(
+                    "; {} entries did not read (not kept: nothing of this resource is written)",
+                    entry.rejects()
+                )
+            } else {
+                String::new()
+            }
+        );
+    };
+    let in_all = place
+        .held
+        .map_or(String::new(), |n| format!(" ({n} rows in all)"));
+    let rejected = if entry.rejects() == 0 {
+        String::new()
     } else {
-        EXIT_OK
+        format!(
+            "; {} entries rejected ({} new) into {}",
+            entry.rejects(),
+            entry.new_rejects(),
+            place.rejects
+        )
+    };
+    let incremental = match entry.since() {
+        None => String::new(),
+        Some(Some(cursor)) => format!("; incremental since {cursor}"),
+        Some(None) => "; incremental from the start".to_string(),
+    };
+    let resource = if named {
+        format!("{name}: ")
+    } else {
+        String::new()
+    };
+    if format == LogFormat::Json {
+        let exit_code = if entry.rejects() > 0 {
+            EXIT_REJECTED
+        } else {
+            EXIT_OK
+        };
+        tracing::info!(
+            resource = named.then_some(name),
+            pages = entry.pages(),
+            read = entry.read(),
+            new = entry.new(),
+            rejected = entry.rejects(),
+            new_rejects = entry.new_rejects(),
+            rows = place.held,
+            output = %place.rows,
+            since = entry.since().flatten(),
+            exit_code,
+            "done"
+        );
     }
+    format!(
+        "done: {resource}{} pages, {} {noun} read, {} new rows written to {}{in_all}{rejected}{incremental}",
+        entry.pages(),
+        entry.read(),
+        entry.new(),
+        place.rows
+    )
+}
+
+/// The [`RunOptions`] of `flags`, and of `--incremental`.
+pub(crate) fn run_options(flags: &RunFlags, incremental: bool) -> RunOptions {
+    RunOptions::default()
+        .incremental(incremental)
+        .max_pages(flags.max_pages)
+        .max_retry_after(flags.max_retry_after)
+        .timeout(flags.timeout())
+        // A bar only for a person at a terminal: never among JSON lines.
+        .progress(flags.log_format == LogFormat::Text)
 }

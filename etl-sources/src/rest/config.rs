@@ -171,7 +171,7 @@ pub struct Incremental {
 
 /// A pipeline file, checked: what [`super::RestSource`] runs.
 #[derive(Clone, Debug)]
-pub struct Pipeline {
+pub struct Resource {
     /// The resource's name: the output's default name and table.
     pub name: String,
     /// The first page.
@@ -187,7 +187,7 @@ pub struct Pipeline {
     /// Headers of every request.
     pub headers: BTreeMap<String, String>,
     /// How pages follow one another: the file's `[paginate]` style, or a
-    /// paginator of the program's own ([`Pipeline::with_paginator`]).
+    /// paginator of the program's own ([`Resource::with_paginator`]).
     pub paginate: Box<dyn Paginator>,
     /// How a request asks for changes, if it can.
     pub incremental: Option<Incremental>,
@@ -248,7 +248,7 @@ pub enum ParamIn {
     Body,
 }
 
-impl Pipeline {
+impl Resource {
     /// Reads and checks the pipeline file at `path`, with secrets from the
     /// process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -263,7 +263,7 @@ impl Pipeline {
     /// secrets with `env`.
     ///
     /// ```
-    /// use etl_sources::rest::Pipeline;
+    /// use etl_sources::rest::Resource;
     ///
     /// let file = r#"
     /// name = "items"
@@ -274,7 +274,7 @@ impl Pipeline {
     /// style = "next_url"
     /// nxt = "/next"
     /// "#;
-    /// let e = Pipeline::parse(file, "items.toml", |_| None).unwrap_err();
+    /// let e = Resource::parse(file, "items.toml", |_| None).unwrap_err();
     /// assert!(e.to_string().contains("items.toml, line 8"), "{e}");
     /// assert!(e.to_string().contains("did you mean `next`?"), "{e}");
     /// ```
@@ -283,24 +283,30 @@ impl Pipeline {
         origin: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let mut all = Self::parse_all(text, origin, env)?;
+        let mut all = Self::parse_every(text, origin, env)?;
         if all.len() > 1 {
             return Err(ConfigError(format!(
-                "{origin}: holds {} resources, not one: read it with Pipeline::parse_all",
+                "{origin}: holds {} resources, not one: read it with etl_sources::Pipeline",
                 all.len()
             )));
         }
         Ok(all.remove(0))
     }
 
-    /// Reads and checks every resource of the pipeline file at `path`, in
-    /// file order, with secrets from the process environment.
+    /// Reads and checks every resource of the pipeline file at `path`.
+    #[deprecated(note = "the whole file is `etl_sources::Pipeline::load`")]
     pub fn load_all(path: &Path) -> Result<Vec<Self>, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: cannot be read: {e}", path.display())))?;
-        Self::parse_all(&text, &path.display().to_string(), |name| {
-            std::env::var(name).ok()
-        })
+        Ok(crate::Pipeline::load(path)?.into_resources())
+    }
+
+    /// Parses and checks every resource of `text`, in file order.
+    #[deprecated(note = "the whole file is `etl_sources::Pipeline::parse_with`")]
+    pub fn parse_all(
+        text: &str,
+        origin: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Self>, ConfigError> {
+        Self::parse_every(text, origin, env)
     }
 
     /// Parses and checks every resource of `text`, in file order: each
@@ -309,7 +315,7 @@ impl Pipeline {
     /// a `path` or `url` that is not on the top level's origin, a key
     /// missing from both: an error naming the resource, the key and the
     /// line.
-    pub fn parse_all(
+    pub(crate) fn parse_every(
         text: &str,
         origin: &str,
         env: impl Fn(&str) -> Option<String>,
@@ -606,7 +612,7 @@ impl Pipeline {
                     )
                 })?,
         };
-        Ok(Pipeline {
+        Ok(Resource {
             name: name.clone(),
             url,
             records: pointer(&records, "records")?,
@@ -729,7 +735,7 @@ fn strings_in(value: &toml::Value, out: &mut Vec<String>) {
 /// chain of parents comes back to where it started.
 fn check_family(
     written: &[Spanned<File>],
-    all: &[Pipeline],
+    all: &[Resource],
     at: &Locator<'_>,
 ) -> Result<(), ConfigError> {
     let index: std::collections::HashMap<&str, usize> = all

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fetch::Task;
 use super::pointer::{Body, Pointer};
-use super::{JsonRecord, Pipeline, RestSource};
+use super::{JsonRecord, Resource, RestSource};
 use crate::source::{OnLoaded, PageRead, Source};
 use crate::SourceOptions;
 
@@ -290,7 +290,7 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
 /// at any moment has written a prefix of every chain, and no parent whose
 /// chain it cut, so every cursor stays right.
 pub struct ChildSource {
-    template: Pipeline,
+    template: Resource,
     options: SourceOptions,
     /// The parent's pages still to come; `None` once its read ended.
     feed: Option<Feed>,
@@ -395,7 +395,7 @@ impl fmt::Debug for ChildSource {
 impl ChildSource {
     /// The child resource `template`, read for each parent record `feed`
     /// brings.
-    pub fn new(template: Pipeline, options: SourceOptions, feed: Feed) -> Self {
+    pub fn new(template: Resource, options: SourceOptions, feed: Feed) -> Self {
         let shared_client = template
             .headers
             .values()

@@ -1,16 +1,17 @@
-//! Any JSON API, described in a TOML file ([`Pipeline`]) and read page by
+//! Any JSON API, described in a TOML file (each resource of it a
+//! [`Resource`]; the whole file is [`crate::Pipeline`]) and read page by
 //! page by [`RestSource`]: six pagination styles (or a [`Paginator`] of
 //! your own), four kinds of auth, JSON Pointers to the records, their ids
-//! and update times, and incremental reads. `etl run PIPELINE.toml` runs it through the same pipeline as
-//! `launches`.
+//! and update times, and incremental reads. `etl run PIPELINE.toml` runs it
+//! through the same pipeline as `launches`.
 //!
 //! ```no_run
 //! use etl_core::{IdempotentSink, JsonlRejects};
-//! use etl_sources::rest::{JsonRecord, Pipeline, RestSource};
+//! use etl_sources::rest::{JsonRecord, Resource, RestSource};
 //! use etl_sources::{pipeline, SourceOptions};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let file = Pipeline::load("items.toml".as_ref())?;
+//! let file = Resource::load("items.toml".as_ref())?;
 //! let mut source = RestSource::new(file, SourceOptions::default())?;
 //! let sink = IdempotentSink::resume_as::<JsonRecord>("items.jsonl")?;
 //! let rejects = JsonlRejects::open("items.rejects.jsonl")?;
@@ -32,12 +33,16 @@ mod record;
 mod stamp;
 
 pub use auth::Auth;
-pub use config::{ConfigError, Incremental, Method, ParamIn, Pipeline, DEFAULT_CONCURRENCY};
+pub use config::{ConfigError, Incremental, Method, ParamIn, Resource, DEFAULT_CONCURRENCY};
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
 pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::JsonRecord;
 pub use stamp::{TimeUnit, UpdatedAt};
+
+/// One resource of a pipeline file, under its old name.
+#[deprecated(note = "renamed `Resource`; the whole file is `etl_sources::Pipeline`")]
+pub type Pipeline = Resource;
 
 use etl_core::EtlError;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -54,7 +59,7 @@ use crate::{wire, SourceOptions};
 use fetch::{Fetcher, InFlight};
 use pointer::Body;
 
-/// A JSON API read as its [`Pipeline`] file says.
+/// A JSON API read as its [`Resource`] file says.
 ///
 /// Every request goes to the origin (scheme, host, port) of the file's
 /// `url`: a next URL or Link elsewhere, or a redirect there, is refused
@@ -83,7 +88,7 @@ use pointer::Body;
 /// incremental reads are [`Source::read_since`]).
 #[derive(Debug)]
 pub struct RestSource {
-    pipeline: Pipeline,
+    resource: Resource,
     fetcher: Arc<Fetcher>,
     origin: Origin,
     paginator: Box<dyn Paginator>,
@@ -103,35 +108,35 @@ pub struct RestSource {
 }
 
 impl RestSource {
-    /// A source reading as `pipeline` says.
-    pub fn new(pipeline: Pipeline, options: SourceOptions) -> Result<Self, EtlError> {
-        let client = Self::client(&pipeline, &options)?;
-        Ok(Self::with_client(pipeline, options, client))
+    /// A source reading as `resource` says.
+    pub fn new(resource: Resource, options: SourceOptions) -> Result<Self, EtlError> {
+        let client = Self::client(&resource, &options)?;
+        Ok(Self::with_client(resource, options, client))
     }
 
-    /// The HTTP client a source of `pipeline` sends with: its headers (the
+    /// The HTTP client a source of `resource` sends with: its headers (the
     /// auth's included), its timeout, redirects kept on its origin.
     pub(crate) fn client(
-        pipeline: &Pipeline,
+        resource: &Resource,
         options: &SourceOptions,
     ) -> Result<reqwest::Client, EtlError> {
-        wire::client(&pipeline.url.origin(), headers(pipeline)?, options.timeout)
+        wire::client(&resource.url.origin(), headers(resource)?, options.timeout)
     }
 
-    /// A source of `pipeline` sending with `client`, made by
-    /// [`RestSource::client`] for a pipeline of the same headers and
+    /// A source of `resource` sending with `client`, made by
+    /// [`RestSource::client`] for a resource of the same headers and
     /// origin (the chains of one child resource share one, and so its
     /// connections).
     pub(crate) fn with_client(
-        pipeline: Pipeline,
+        resource: Resource,
         options: SourceOptions,
         client: reqwest::Client,
     ) -> Self {
-        let origin = pipeline.url.origin();
-        let paginator = pipeline.paginate.clone();
+        let origin = resource.url.origin();
+        let paginator = resource.paginate.clone();
         let fetcher = Arc::new(Fetcher {
             client,
-            auth: pipeline.auth.as_ref().map(|auth| Arc::from(auth.boxed())),
+            auth: resource.auth.as_ref().map(|auth| Arc::from(auth.boxed())),
             max_retry_after: options.max_retry_after,
             throttle: Arc::clone(&options.throttle),
         });
@@ -141,11 +146,11 @@ impl RestSource {
             paginator,
             next: None,
             ahead: VecDeque::new(),
-            width: pipeline.concurrency,
+            width: resource.concurrency,
             pages: 0,
             stalled: None,
             parent: None,
-            pipeline,
+            resource,
         };
         source.next = Some(source.paginator.first(&source.base(None)));
         source
@@ -157,9 +162,15 @@ impl RestSource {
         self.parent = Some(parent);
     }
 
-    /// The file it reads by.
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+    /// The resource it reads.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// The resource it reads.
+    #[deprecated(note = "renamed `resource`: the whole file is `etl_sources::Pipeline`")]
+    pub fn pipeline(&self) -> &Resource {
+        &self.resource
     }
 
     /// The URL the next call of [`Source::next_page`] fetches (without the
@@ -171,7 +182,7 @@ impl RestSource {
     /// Where `request` goes: its URL, with the paginator's parameters in
     /// the query unless they go in the body.
     fn url_of(&self, request: &Request) -> Url {
-        match self.pipeline.param_in {
+        match self.resource.param_in {
             ParamIn::Query => request.in_query(),
             ParamIn::Body => request.url.clone(),
         }
@@ -180,11 +191,11 @@ impl RestSource {
     /// The JSON body of `request`, for `method = "POST"`: `[body]`, and the
     /// paginator's parameters at its top level with `param_in = "body"`.
     fn body_of(&self, request: &Request) -> Result<Option<Vec<u8>>, EtlError> {
-        if self.pipeline.method != Method::Post {
+        if self.resource.method != Method::Post {
             return Ok(None);
         }
-        let mut body = self.pipeline.body.clone();
-        if self.pipeline.param_in == ParamIn::Body {
+        let mut body = self.resource.body.clone();
+        if self.resource.param_in == ParamIn::Body {
             for (name, value) in &request.params {
                 body.insert(name.clone(), value.clone());
             }
@@ -197,11 +208,11 @@ impl RestSource {
     /// The first page's URL with `[params]` and, reading since `cursor`,
     /// the incremental parameters.
     fn base(&self, since: Option<Option<&str>>) -> Url {
-        let mut url = self.pipeline.url.clone();
+        let mut url = self.resource.url.clone();
         {
             let mut query = url.query_pairs_mut();
-            query.extend_pairs(&self.pipeline.params);
-            if let (Some(cursor), Some(incremental)) = (since, &self.pipeline.incremental) {
+            query.extend_pairs(&self.resource.params);
+            if let (Some(cursor), Some(incremental)) = (since, &self.resource.incremental) {
                 query.extend_pairs(&incremental.params);
                 if let Some(cursor) = cursor {
                     query.append_pair(&incremental.param, cursor);
@@ -221,17 +232,17 @@ impl RestSource {
         let not_a_time = |what: &str| {
             EtlError::InvalidInput(format!(
                 "{}: the cursor {cursor:?} is not an RFC 3339 UTC time, so it cannot be {what}",
-                self.pipeline.name
+                self.resource.name
             ))
         };
-        let lag = self.pipeline.incremental.as_ref().and_then(|i| i.lag);
+        let lag = self.resource.incremental.as_ref().and_then(|i| i.lag);
         let cursor = match lag {
             Some(lag) => {
                 stamp::minus(cursor, lag).ok_or_else(|| not_a_time("moved back by `lag`"))?
             }
             None => cursor.to_owned(),
         };
-        match &self.pipeline.updated_at {
+        match &self.resource.updated_at {
             Some(at) => at
                 .sent(&cursor)
                 .ok_or_else(|| not_a_time("sent as a Unix time")),
@@ -241,7 +252,7 @@ impl RestSource {
 
     /// The query parameter that holds the auth's secret, if it has one.
     fn secret_param(&self) -> Option<&str> {
-        self.pipeline.auth.as_ref()?.secret_param()
+        self.resource.auth.as_ref()?.secret_param()
     }
 
     /// Where `request` goes, after the check that it stays on the file's
@@ -335,16 +346,16 @@ impl RestSource {
 
 /// The headers of every request: `[headers]`, and the auth's own (marked
 /// sensitive: never shown in a `Debug`).
-fn headers(pipeline: &Pipeline) -> Result<HeaderMap, EtlError> {
+fn headers(resource: &Resource) -> Result<HeaderMap, EtlError> {
     let mut headers = HeaderMap::new();
-    for (name, value) in &pipeline.headers {
+    for (name, value) in &resource.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|e| EtlError::InvalidInput(format!("header {name:?}: {e}")))?;
         let value = HeaderValue::from_str(value)
             .map_err(|e| EtlError::InvalidInput(format!("header {name}: {e}")))?;
         headers.insert(name, value);
     }
-    if let Some(auth) = &pipeline.auth {
+    if let Some(auth) = &resource.auth {
         for (name, value) in auth.headers() {
             headers.insert(name, value);
         }
@@ -382,7 +393,7 @@ impl Source for RestSource {
                 etl_core::http::excerpt(&body)
             ))
         })?;
-        let records = &self.pipeline.records;
+        let records = &self.resource.records;
         let entries: Vec<&RawValue> = match page_body.array_at(records) {
             Ok(Some(entries)) => entries,
             Ok(None) => {
@@ -413,8 +424,8 @@ impl Source for RestSource {
         let shown = url.to_string();
         let (rows, rejects) = record::read_entries(
             &entries,
-            &self.pipeline.id,
-            self.pipeline.updated_at.as_ref(),
+            &self.resource.id,
+            self.resource.updated_at.as_ref(),
             self.parent.as_deref(),
             &shown,
         );
@@ -444,7 +455,7 @@ impl Source for RestSource {
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         crate::source::before_first_page(self.pages)?;
         let incremental = self
-            .pipeline
+            .resource
             .check_incremental()
             .map_err(|e| EtlError::InvalidInput(e.to_string()))?;
         let sent = match cursor
@@ -464,7 +475,7 @@ impl Source for RestSource {
     /// pointer's path is parsed: a cursor scan of a big output reads each
     /// record once, building none of it.
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
-        let at = self.pipeline.updated_at.as_ref()?;
+        let at = self.resource.updated_at.as_ref()?;
         let body = Body::parse(std::str::from_utf8(stored).ok()?).ok()?;
         at.of_stored(&body).map(Cow::Owned)
     }

@@ -5,21 +5,57 @@ use etl_delta::DeltaSink;
 use futures_util::FutureExt;
 
 use super::{
-    CursorFuture, Described, Output, ParentCursorsFuture, StoredUpdatedAt, REMEMBERED_KEYS,
+    CursorFuture, Described, Destination, ParentCursorsFuture, StoredUpdatedAt, Table, TableFuture,
+    Target, REMEMBERED_KEYS,
 };
+
+/// `--out delta:PATH`: the table at PATH, or with many resources the
+/// table `PATH/<resource>` each.
+#[derive(Debug)]
+pub(super) struct Place {
+    location: String,
+}
+
+impl Place {
+    /// The table (or tables) at `location`, a local directory or
+    /// `s3://BUCKET/PATH`.
+    pub fn new(location: &str) -> Self {
+        Place {
+            location: location.to_owned(),
+        }
+    }
+}
+
+impl<T: Record + Clone + 'static> Destination<T> for Place {
+    fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
+        async move {
+            let location = if target.many {
+                format!(
+                    "{}/{}",
+                    self.location.trim_end_matches('/'),
+                    target.resource
+                )
+            } else {
+                self.location.clone()
+            };
+            Ok(Box::new(Delta::open::<T>(&location).await?) as Box<dyn Table<T>>)
+        }
+        .boxed()
+    }
+}
 
 /// A Delta output (`--out delta:PATH`). As a PostgreSQL table, the table
 /// decides what is new itself, whoever else loads into it; the bounded
 /// memory in front only spares it the rows met again in this run.
 #[derive(Debug)]
-pub(super) struct Delta {
+struct Delta {
     sink: IdempotentSink<DeltaSink>,
 }
 
 impl Delta {
     /// Opens (or creates) the table at `location`, a local directory or
     /// `s3://BUCKET/PATH`, for rows of type `T`.
-    pub async fn open<T: Record>(location: &str) -> Result<Self, EtlError> {
+    async fn open<T: Record>(location: &str) -> Result<Self, EtlError> {
         let store = DeltaSink::open_as::<T>(location).await?;
         Ok(Delta {
             sink: IdempotentSink::bounded(store, REMEMBERED_KEYS),
@@ -27,7 +63,7 @@ impl Delta {
     }
 }
 
-impl<T: Record + Clone> Output<T> for Delta {
+impl<T: Record + Clone> Table<T> for Delta {
     fn sink(&self) -> &dyn Sink<T> {
         &self.sink
     }

@@ -1,36 +1,79 @@
-//! A JSONL file and its rejects file: resumed where a run left it.
+//! A JSONL file and its rejects file, resumed where a run left it; or a
+//! directory of them, one a resource.
 
 use etl_core::{EtlError, IdempotentSink, JsonlRejects, JsonlSink, Record, RejectSink, Sink};
 use futures_util::FutureExt;
 use std::path::{Path, PathBuf};
 
-use super::{CursorFuture, Described, Options, Output, StoredUpdatedAt};
+use super::{CursorFuture, Described, Destination, StoredUpdatedAt, Table, TableFuture, Target};
 use crate::cursor;
 use crate::pipeline::rejects_path;
+
+/// `--out` as a path: one JSONL file, or a directory holding
+/// `<resource>.jsonl` (and `<resource>.rejects.jsonl`) files.
+#[derive(Debug)]
+pub(super) struct Place {
+    path: PathBuf,
+    file: bool,
+}
+
+impl Place {
+    /// The file `path` (`file`), or the directory `path`.
+    pub fn new(path: &Path, file: bool) -> Self {
+        Place {
+            path: path.to_owned(),
+            file,
+        }
+    }
+
+    /// The file of `target`: the one file, or its file in the directory
+    /// (the directory made if missing).
+    fn file_of(&self, target: &Target<'_>) -> Result<PathBuf, EtlError> {
+        if self.file {
+            if target.many {
+                return Err(EtlError::InvalidInput(
+                    "one JSONL file holds one resource, and the file holds many: give a directory"
+                        .to_owned(),
+                ));
+            }
+            return Ok(self.path.clone());
+        }
+        std::fs::create_dir_all(&self.path)
+            .map_err(|e| EtlError::InvalidInput(format!("cannot be made a directory ({e})")))?;
+        Ok(self.path.join(format!("{}.jsonl", target.resource)))
+    }
+}
+
+impl<T: Record + Clone + 'static> Destination<T> for Place {
+    fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
+        let opened = self.file_of(&target).and_then(|path| {
+            Ok(Box::new(Jsonl::open::<T>(&path, target.rejects)?) as Box<dyn Table<T>>)
+        });
+        std::future::ready(opened).boxed()
+    }
+}
 
 /// A JSONL output. Opening it cuts a torn last line left by a crash, and
 /// every row and reject the files hold counts as written, so a re-run
 /// appends only what is new.
 #[derive(Debug)]
-pub(super) struct Jsonl {
+struct Jsonl {
     sink: IdempotentSink<JsonlSink>,
     rejects: JsonlRejects,
 }
 
 impl Jsonl {
-    /// Opens `path` for rows of type `T`; the rejects go to
-    /// [`Options::rejects`] or, by default, beside it.
-    pub fn open<T: Record>(path: &Path, options: &Options<'_>) -> Result<Self, EtlError> {
+    /// Opens `path` for rows of type `T`; the rejects go to `rejects` or,
+    /// by default, beside it.
+    fn open<T: Record>(path: &Path, rejects: Option<&Path>) -> Result<Self, EtlError> {
         let sink = IdempotentSink::resume_as::<T>(path)?;
-        let rejects_at = options
-            .rejects
-            .map_or_else(|| rejects_path(path), PathBuf::from);
+        let rejects_at = rejects.map_or_else(|| rejects_path(path), PathBuf::from);
         let rejects = JsonlRejects::open(&rejects_at)?;
         Ok(Jsonl { sink, rejects })
     }
 }
 
-impl<T: Record + Clone> Output<T> for Jsonl {
+impl<T: Record + Clone> Table<T> for Jsonl {
     fn sink(&self) -> &dyn Sink<T> {
         &self.sink
     }

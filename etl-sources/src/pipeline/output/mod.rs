@@ -1,13 +1,19 @@
-//! [`Output`]: where a run writes its rows and its rejects. Each kind is
-//! one implementation in a file of its own (a JSONL file, a PostgreSQL
-//! table, a Delta table), chosen by the form of `--out` in [`open`].
+//! Where a run writes. [`Output`] is what `--out` names (a JSONL file, a
+//! directory of them, a PostgreSQL database, a Delta table); opened for one
+//! resource it gives that resource's [`Table`]. Each kind is one file of
+//! this module implementing [`Destination`] (how it opens a resource's
+//! table) and [`Table`] (how it writes, keeps rejects and answers the
+//! cursor); [`Output::parse`] is the one place a kind is chosen.
 
-use etl_core::{EtlError, Record, RejectSink, Sink};
+use etl_core::{EtlError, Record, RejectSink, Row, Sink};
 use futures_util::future::BoxFuture;
 use std::borrow::Cow;
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{run_with_progress, Progress, RunError, Summary};
+use crate::rest::JsonRecord;
 use crate::Source;
 
 #[cfg(feature = "delta")]
@@ -26,35 +32,31 @@ const REMEMBERED_KEYS: usize = 100_000;
 /// knows its records' shape ([`Source::stored_updated_at`]).
 pub type StoredUpdatedAt<'s> = dyn for<'l> Fn(&'l [u8]) -> Option<Cow<'l, str>> + 's;
 
-/// What [`Output::cursor`] answers.
+/// What [`Table::cursor`] answers.
 pub type CursorFuture<'a> = BoxFuture<'a, Result<Option<String>, EtlError>>;
 
-/// A place a run writes rows of type `T` and their rejects, each row once.
+/// What [`Table::cursors_by_parent`] answers.
+pub type ParentCursorsFuture<'a> = BoxFuture<'a, Result<Vec<(String, String)>, EtlError>>;
+
+/// What [`Destination::open`] answers.
+pub type TableFuture<'a, T> = BoxFuture<'a, Result<Box<dyn Table<T>>, EtlError>>;
+
+/// One resource's output, opened: where its rows of type `T` and their
+/// rejects go, each once.
 ///
-/// Every output answers the same four questions, so the one pipeline
-/// ([`run`]) and the commands drive any of them alike:
-/// - [`Output::sink`]: where the rows go, each distinct row once (an
+/// Every kind answers the same questions, so the one pipeline
+/// ([`crate::pipeline::run`], [`crate::Pipeline::run`]) drives any of
+/// them alike:
+/// - [`Table::sink`]: where the rows go, each distinct row once (an
 ///   [`etl_core::IdempotentSink`] in front of the store);
-/// - [`Output::rejects`]: where the entries that did not read go;
-/// - [`Output::cursor`]: the newest update time held, for an incremental
+/// - [`Table::rejects`]: where the entries that did not read go;
+/// - [`Table::cursor`]: the newest update time held, for an incremental
 ///   run;
-/// - [`Output::describe`]: where it writes, in words.
+/// - [`Table::describe`]: where it writes, in words.
 ///
-/// ```
-/// use etl_core::Row;
-/// use etl_sources::pipeline::output::{self, Options};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), etl_core::EtlError> {
-/// # let dir = tempfile::tempdir()?;
-/// let out = dir.path().join("launches.jsonl");
-/// let options = Options { table: "launches", rejects: None };
-/// let output = output::open::<Row>(&out.to_string_lossy(), &options).await?;
-/// assert_eq!(output.describe()?.rejects, dir.path().join("launches.rejects.jsonl").display().to_string());
-/// # Ok(())
-/// # }
-/// ```
-pub trait Output<T: Record>: Send + Sync + std::fmt::Debug {
+/// Implement it (with [`Destination`] to open one a resource) for an
+/// output of your own and hand it to [`crate::Pipeline::run_into`].
+pub trait Table<T: Record>: Send + Sync + fmt::Debug {
     /// Where the rows go, each distinct row once.
     fn sink(&self) -> &dyn Sink<T>;
 
@@ -74,17 +76,14 @@ pub trait Output<T: Record>: Send + Sync + std::fmt::Debug {
     /// For the rows of a child resource: each `_parent` held (its compact
     /// JSON text, keys sorted) with the newest update time among its rows,
     /// the cursor of that parent's chain. Empty by default: an output that
-    /// keeps JSONL lines tells its source through [`Output::cursor`]'s
+    /// keeps JSONL lines tells its source through [`Table::cursor`]'s
     /// scan, and one that cannot tell leaves each chain to read whole.
     fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
         Box::pin(async { Ok(Vec::new()) })
     }
 }
 
-/// What [`Output::cursors_by_parent`] answers.
-pub type ParentCursorsFuture<'a> = BoxFuture<'a, Result<Vec<(String, String)>, EtlError>>;
-
-/// Where an [`Output`] writes, in words, for a run's summary line.
+/// Where a [`Table`] writes, in words, for a run's summary line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Described {
     /// Where the rows go: a path, or `PostgreSQL table <name>`.
@@ -95,74 +94,261 @@ pub struct Described {
     pub rejects: String,
 }
 
-/// What an output is opened with besides `--out`.
+/// The resource a [`Destination`] opens a table for.
 #[derive(Clone, Copy, Debug)]
-pub struct Options<'a> {
-    /// The table a PostgreSQL output loads into (`--pg-table`).
+pub struct Target<'a> {
+    /// The resource's name.
+    pub resource: &'a str,
+    /// The name its table takes: the resource's, unless the run names one
+    /// (`--pg-table`, [`Output::table`]).
     pub table: &'a str,
-    /// Where a JSONL output's rejects go (`--rejects`; default
-    /// [`super::rejects_path`]).
+    /// Whether the run's file holds more than one resource, so that each
+    /// needs a place of its own (a file in a directory, a table each).
+    pub many: bool,
+    /// Where its rejects go, where the run names a place
+    /// ([`Output::rejects`]); else the output's own choice.
     pub rejects: Option<&'a Path>,
 }
 
-/// Opens `out`, by its form:
-/// - `postgres://...` or `postgresql://...`: a PostgreSQL table,
-///   [`Options::table`] (feature `postgres`, on by default);
-/// - `delta:PATH` or `delta:s3://BUCKET/PATH`: a Delta table (feature
-///   `delta`);
-/// - anything else: the path of a JSONL file, resumed where a run left it.
-pub async fn open<T: Record + Clone>(
-    out: &str,
-    options: &Options<'_>,
-) -> Result<Box<dyn Output<T>>, EtlError> {
-    if out.starts_with("postgres://") || out.starts_with("postgresql://") {
-        #[cfg(feature = "postgres")]
-        return Ok(Box::new(postgres::Postgres::open::<T>(out, options).await?));
-        #[cfg(not(feature = "postgres"))]
-        return Err(missing_feature("a PostgreSQL output", "postgres"));
-    }
-    if let Some(location) = out.strip_prefix("delta:") {
-        #[cfg(feature = "delta")]
-        return Ok(Box::new(delta::Delta::open::<T>(location).await?));
-        #[cfg(not(feature = "delta"))]
-        {
-            let _ = location;
-            return Err(missing_feature("a Delta table output", "delta"));
+impl<'a> Target<'a> {
+    /// The target of resource `resource`, its table named after it; `many`:
+    /// whether the run's file holds more than one resource.
+    pub fn new(resource: &'a str, many: bool) -> Self {
+        Target {
+            resource,
+            table: resource,
+            many,
+            rejects: None,
         }
     }
-    Ok(Box::new(jsonl::Jsonl::open::<T>(Path::new(out), options)?))
 }
 
-/// The output of resource `name` when a file holds many: `--out` names a
-/// place that holds one output a resource. A PostgreSQL URL stays as it
-/// is (the resource's table is `name`); `delta:PATH` becomes
-/// `delta:PATH/name`; anything else is a directory, and the resource's
-/// file is `DIR/name.jsonl` (its rejects beside it).
-pub fn for_resource(out: &str, name: &str) -> String {
-    if out.starts_with("postgres://") || out.starts_with("postgresql://") {
-        return out.to_owned();
+/// A kind of output: it opens the [`Table`] of each resource of a run.
+/// Implemented by [`Output`] (the kinds `--out` names) and by an output
+/// of your own, for [`crate::Pipeline::run_into`].
+///
+/// ```
+/// use etl_core::{EtlError, IdempotentSink, JsonlRejects, JsonlSink, RejectSink, Sink};
+/// use etl_sources::pipeline::output::{
+///     CursorFuture, Described, Destination, StoredUpdatedAt, Table, TableFuture, Target,
+/// };
+/// use etl_sources::rest::JsonRecord;
+/// use std::path::PathBuf;
+///
+/// /// Each resource's rows into `DIR/<resource>.ndjson`.
+/// #[derive(Debug)]
+/// struct Ndjson(PathBuf);
+///
+/// #[derive(Debug)]
+/// struct File(IdempotentSink<JsonlSink>, JsonlRejects);
+///
+/// impl Table<JsonRecord> for File {
+///     fn sink(&self) -> &dyn Sink<JsonRecord> { &self.0 }
+///     fn rejects(&self) -> &dyn RejectSink { &self.1 }
+///     fn cursor(&self, _: &StoredUpdatedAt<'_>) -> CursorFuture<'_> { Box::pin(async { Ok(None) }) }
+///     fn describe(&self) -> Result<Described, EtlError> {
+///         let rows = self.0.inner().path().display().to_string();
+///         Ok(Described { rows, held: None, rejects: self.1.path().display().to_string() })
+///     }
+/// }
+///
+/// impl Destination<JsonRecord> for Ndjson {
+///     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, JsonRecord> {
+///         Box::pin(async move {
+///             let path = self.0.join(format!("{}.ndjson", target.resource));
+///             let sink = IdempotentSink::resume_as::<JsonRecord>(&path)?;
+///             let rejects = JsonlRejects::open(path.with_extension("rejects.ndjson"))?;
+///             Ok(Box::new(File(sink, rejects)) as Box<dyn Table<JsonRecord>>)
+///         })
+///     }
+/// }
+/// ```
+pub trait Destination<T: Record>: Send + Sync + fmt::Debug {
+    /// Opens (or creates) the table of `target`. An output that cannot be
+    /// opened as given (a path that is a file, a table of other columns,
+    /// a name it cannot take) is [`EtlError::InvalidInput`]: the run
+    /// stops before any request.
+    fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T>;
+}
+
+/// The kinds `--out` names open tables of both row types the crate's
+/// sources read: any JSON record, and Launch Library rows.
+trait Kind: Destination<JsonRecord> + Destination<Row> {}
+
+impl<K: Destination<JsonRecord> + Destination<Row>> Kind for K {}
+
+/// Where a run writes, as `--out` names it: parsed once
+/// ([`Output::parse`]), then opened for each resource of the run.
+///
+/// ```
+/// use etl_sources::Output;
+///
+/// assert!(Output::parse("out/launches.jsonl").is_ok()); // one file
+/// assert!(Output::parse("out").is_ok()); // a directory: out/<resource>.jsonl
+/// let e = Output::parse("ftp://example.com/x").unwrap_err();
+/// assert!(e.to_string().contains("ftp://"), "{e}");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Output {
+    kind: Arc<dyn Kind>,
+    /// As given, for messages.
+    text: String,
+    /// `--pg-table`: the table of a one-resource run.
+    table: Option<String>,
+    /// `--rejects`: where a one-resource JSONL run's rejects go.
+    rejects: Option<PathBuf>,
+}
+
+impl Output {
+    /// Parses what `--out` takes:
+    /// - `postgres://...` or `postgresql://...`: a PostgreSQL database,
+    ///   each resource's table named after it (feature `postgres`, on by
+    ///   default);
+    /// - `delta:PATH` or `delta:s3://BUCKET/PATH`: a Delta table, or with
+    ///   many resources `PATH/<resource>` each (feature `delta`);
+    /// - a path ending in `.jsonl`: one JSONL file, of a one-resource run;
+    /// - any other path: a directory holding `<resource>.jsonl` files
+    ///   (made on the first run).
+    ///
+    /// An unknown scheme, or a kind this build leaves out, is
+    /// [`EtlError::InvalidInput`] naming the forms or the feature.
+    pub fn parse(out: &str) -> Result<Self, EtlError> {
+        Self::parse_as(out, out.ends_with(".jsonl"))
     }
-    if let Some(location) = out.strip_prefix("delta:") {
-        return format!("delta:{}/{name}", location.trim_end_matches('/'));
+
+    /// As [`Output::parse`], but a path is one JSONL file whatever its
+    /// ending: `--out` of a file of one resource.
+    pub fn parse_file(out: &str) -> Result<Self, EtlError> {
+        Self::parse_as(out, true)
     }
-    Path::new(out)
-        .join(format!("{name}.jsonl"))
-        .display()
-        .to_string()
+
+    /// `out` as an output; a path is a file when `file` says so, else a
+    /// directory.
+    fn parse_as(out: &str, file: bool) -> Result<Self, EtlError> {
+        let kind: Arc<dyn Kind> = if out.starts_with("postgres://")
+            || out.starts_with("postgresql://")
+        {
+            postgres_kind(out)?
+        } else if let Some(location) = out.strip_prefix("delta:") {
+            delta_kind(out, location)?
+        } else if let Some((scheme, _)) = out.split_once("://") {
+            return Err(EtlError::InvalidInput(format!(
+                "--out {out}: {scheme}:// is no output this crate writes: give FILE.jsonl, a directory, postgres://... or delta:PATH (delta:s3://BUCKET/PATH for object storage)"
+            )));
+        } else if out.is_empty() {
+            return Err(EtlError::InvalidInput(
+                "--out is empty: give FILE.jsonl, a directory, postgres://... or delta:PATH"
+                    .to_owned(),
+            ));
+        } else {
+            Arc::new(jsonl::Place::new(Path::new(out), file))
+        };
+        Ok(Output {
+            kind,
+            text: shown(out),
+            table: None,
+            rejects: None,
+        })
+    }
+
+    /// The table of a one-resource run, in place of the resource's name
+    /// (`--pg-table`; PostgreSQL only).
+    pub fn table(mut self, name: impl Into<String>) -> Self {
+        self.table = Some(name.into());
+        self
+    }
+
+    /// Where a one-resource JSONL run's rejects go (`--rejects`), in place
+    /// of `<out stem>.rejects.jsonl` beside the file.
+    pub fn rejects(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rejects = Some(path.into());
+        self
+    }
+}
+
+impl<T: Record + 'static> Destination<T> for Output
+where
+    dyn Kind: Destination<T>,
+{
+    /// A table name or rejects path given for one output, with a file of
+    /// many resources, is [`EtlError::InvalidInput`]: each resource's is
+    /// its own.
+    fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
+        if target.many {
+            for (given, what) in [
+                (self.table.is_some(), "a table name (--pg-table)"),
+                (self.rejects.is_some(), "a rejects path (--rejects)"),
+            ] {
+                if given {
+                    return Box::pin(std::future::ready(Err(EtlError::InvalidInput(format!(
+                        "{what} names one output, and the file holds many resources: each resource's is its own"
+                    )))));
+                }
+            }
+        }
+        let target = Target {
+            table: self.table.as_deref().unwrap_or(target.table),
+            rejects: self.rejects.as_deref().or(target.rejects),
+            ..target
+        };
+        Box::pin(async move {
+            <dyn Kind as Destination<T>>::open(&*self.kind, target)
+                .await
+                .map_err(|e| match e {
+                    EtlError::InvalidInput(m) => {
+                        EtlError::InvalidInput(format!("--out {}: {m}", self.text))
+                    }
+                    e => e,
+                })
+        })
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    Ok(Arc::new(postgres::Place::new(url)))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    Err(missing_feature(url, "a PostgreSQL output", "postgres"))
+}
+
+#[cfg(feature = "delta")]
+fn delta_kind(_out: &str, location: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    Ok(Arc::new(delta::Place::new(location)))
+}
+
+#[cfg(not(feature = "delta"))]
+fn delta_kind(out: &str, _location: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    Err(missing_feature(out, "a Delta table output", "delta"))
+}
+
+/// `out` as messages show it: a URL without its password.
+fn shown(out: &str) -> String {
+    match url::Url::parse(out) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("***"));
+            url.to_string()
+        }
+        _ => out.to_owned(),
+    }
 }
 
 /// The error of an output this build leaves out.
 #[cfg(not(all(feature = "postgres", feature = "delta")))]
-fn missing_feature(what: &str, feature: &str) -> EtlError {
+fn missing_feature(out: &str, what: &str, feature: &str) -> EtlError {
+    // Never the whole URL: it may hold a password.
+    let form = out.split("://").next().unwrap_or(out);
     EtlError::InvalidInput(format!(
-        "--out: {what} needs etl-sources built with its feature `{feature}`"
+        "--out {form}...: {what} needs etl-sources built with its feature `{feature}`"
     ))
 }
 
-/// Logs what `output` holds as the run's first line, with the cursor of an
+/// Logs what `table` holds as the run's first line, with the cursor of an
 /// incremental run (`None`: not incremental).
-pub fn announce<T: Record>(output: &dyn Output<T>, cursor: Option<&str>) {
-    match output.describe() {
+pub fn announce<T: Record>(table: &dyn Table<T>, cursor: Option<&str>) {
+    match table.describe() {
         Ok(place) => match cursor {
             Some(cursor) => {
                 tracing::info!(output = %place.rows, rows = place.held, rejects = %place.rejects, %cursor, "output opened; incremental")
@@ -175,12 +361,12 @@ pub fn announce<T: Record>(output: &dyn Output<T>, cursor: Option<&str>) {
     }
 }
 
-/// Runs the pipeline from `source` into `output` ([`run_with_progress`]).
+/// Runs the pipeline from `source` into `table` ([`run_with_progress`]).
 pub async fn run<S: Source>(
-    output: &dyn Output<S::Row>,
+    table: &dyn Table<S::Row>,
     source: &mut S,
     max_pages: Option<u32>,
     on_page: impl FnMut(&Progress),
 ) -> Result<Summary, RunError> {
-    run_with_progress(source, output.sink(), output.rejects(), max_pages, on_page).await
+    run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await
 }

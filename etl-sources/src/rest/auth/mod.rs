@@ -20,7 +20,7 @@ use super::keys::{self, Keys, Table};
 /// How a request proves who sends it: a header, a query parameter, basic
 /// auth. The kinds of a pipeline file (`[auth] type = ...`) are types of
 /// this crate; a program may set a kind of its own as
-/// [`super::Pipeline::auth`].
+/// [`super::Resource::auth`].
 pub trait Auth: fmt::Debug + Send + Sync {
     /// Headers every request carries, their values marked sensitive (a
     /// `Debug` of them shows no secret).
@@ -47,7 +47,7 @@ pub trait Auth: fmt::Debug + Send + Sync {
         None
     }
 
-    /// A copy, for a clone of a [`super::Pipeline`]: `Box::new(self.clone())`
+    /// A copy, for a clone of a [`super::Resource`]: `Box::new(self.clone())`
     /// for a `Clone` type.
     fn boxed(&self) -> Box<dyn Auth>;
 }

@@ -7,12 +7,12 @@ records = "/data"
 id = "/id"
 "#;
 
-fn parse(extra: &str) -> Result<Pipeline, ConfigError> {
+fn parse(extra: &str) -> Result<Resource, ConfigError> {
     parse_with(extra, |_| None)
 }
 
-fn parse_with(extra: &str, env: impl Fn(&str) -> Option<String>) -> Result<Pipeline, ConfigError> {
-    Pipeline::parse(&format!("{BASE}{extra}"), "items.toml", env)
+fn parse_with(extra: &str, env: impl Fn(&str) -> Option<String>) -> Result<Resource, ConfigError> {
+    Resource::parse(&format!("{BASE}{extra}"), "items.toml", env)
 }
 
 fn error(extra: &str) -> String {
@@ -64,7 +64,7 @@ env = "ITEMS_TOKEN"
 
 /// What a request of `p` sends of its auth: the URL and the headers
 /// (secrets included: the test checks they reach the request).
-fn sent(p: &Pipeline) -> (String, Vec<(String, String)>) {
+fn sent(p: &Resource) -> (String, Vec<(String, String)>) {
     let client = crate::wire::client(&p.url.origin(), HeaderMap::new(), None).unwrap();
     let auth = p.auth.as_ref().unwrap();
     let mut request = auth.request(client.get(auth.url(&p.url)));
@@ -81,7 +81,7 @@ fn sent(p: &Pipeline) -> (String, Vec<(String, String)>) {
 }
 
 /// The paginator a file describes, as its `Debug` shows its settings.
-fn shown(p: &Pipeline) -> String {
+fn shown(p: &Resource) -> String {
     format!("{:?}", p.paginate)
 }
 
@@ -293,7 +293,7 @@ fn wrong_types_and_syntax_errors_name_the_line() {
 
 #[test]
 fn pointers_urls_and_names_are_checked() {
-    let e = Pipeline::parse(&BASE.replace("\"/data\"", "\"data\""), "f", |_| None)
+    let e = Resource::parse(&BASE.replace("\"/data\"", "\"data\""), "f", |_| None)
         .unwrap_err()
         .to_string();
     assert!(
@@ -305,7 +305,7 @@ fn pointers_urls_and_names_are_checked() {
         e.contains("`paginate.next`") && e.contains("RFC 6901"),
         "{e}"
     );
-    let e = Pipeline::parse(
+    let e = Resource::parse(
         &BASE.replace("http://127.0.0.1:8080/items", "ftp://x/"),
         "f",
         |_| None,
@@ -314,7 +314,7 @@ fn pointers_urls_and_names_are_checked() {
     .to_string();
     assert!(e.contains("`url` is not an http(s) URL"), "{e}");
     for bad in ["it ems", "my-items", "Items", "1items", "", &"x".repeat(49)] {
-        let e = Pipeline::parse(&BASE.replace("\"items\"", &format!("{bad:?}")), "f", |_| {
+        let e = Resource::parse(&BASE.replace("\"items\"", &format!("{bad:?}")), "f", |_| {
             None
         })
         .unwrap_err()
@@ -325,7 +325,7 @@ fn pointers_urls_and_names_are_checked() {
         );
     }
     for good in ["_items", "items_2", &"x".repeat(48)] {
-        let p = Pipeline::parse(
+        let p = Resource::parse(
             &BASE.replace("\"items\"", &format!("{good:?}")),
             "f",
             |_| None,
@@ -334,7 +334,7 @@ fn pointers_urls_and_names_are_checked() {
     }
     let e = error("[headers]\n\"bad header\" = \"x\"\n");
     assert!(e.contains("`headers`"), "{e}");
-    let e = Pipeline::parse(&BASE.replace("\"/id\"", "\"\""), "f", |_| None)
+    let e = Resource::parse(&BASE.replace("\"/id\"", "\"\""), "f", |_| None)
         .unwrap_err()
         .to_string();
     assert!(
@@ -482,7 +482,7 @@ cursor = "/next"
 
 #[test]
 fn resources_take_the_top_level_as_defaults_and_replace_or_merge_it() {
-    let all = Pipeline::parse_all(TWO, "shop.toml", |_| None).unwrap();
+    let all = Resource::parse_every(TWO, "shop.toml", |_| None).unwrap();
     let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["orders", "customers"], "file order");
     let (orders, customers) = (&all[0], &all[1]);
@@ -499,14 +499,14 @@ fn resources_take_the_top_level_as_defaults_and_replace_or_merge_it() {
         shown(customers)
     );
     assert!(customers.updated_at.is_some());
-    let e = Pipeline::parse(TWO, "shop.toml", |_| None).unwrap_err();
+    let e = Resource::parse(TWO, "shop.toml", |_| None).unwrap_err();
     assert!(e.to_string().contains("holds 2 resources"), "{e}");
 }
 
 #[test]
 fn a_bad_resource_is_named_with_its_key_and_line() {
     let bad = |from: &str, to: &str| {
-        Pipeline::parse_all(&TWO.replace(from, to), "shop.toml", |_| None)
+        Resource::parse_every(&TWO.replace(from, to), "shop.toml", |_| None)
             .unwrap_err()
             .to_string()
     };
@@ -543,7 +543,7 @@ fn a_bad_resource_is_named_with_its_key_and_line() {
         "name = \"orders\"\nrecods = \"/x\"\n",
     );
     assert!(e.contains("did you mean `records`?"), "{e}");
-    let e = Pipeline::parse_all(&format!("path = \"x\"\n{BASE}"), "f", |_| None)
+    let e = Resource::parse_every(&format!("path = \"x\"\n{BASE}"), "f", |_| None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("`path` is a key of a [[resource]]"), "{e}");

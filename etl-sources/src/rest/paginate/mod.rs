@@ -33,12 +33,12 @@ use super::pointer::{Body, Pointer};
 /// from the page before.
 ///
 /// The styles of a pipeline file (`[paginate] style = ...`) are types of
-/// this crate; a program of its own may hand a [`super::Pipeline`] a
-/// paginator of its own ([`super::Pipeline::with_paginator`]).
+/// this crate; a program of its own may hand a [`super::Resource`] a
+/// paginator of its own ([`super::Resource::with_paginator`]).
 ///
 /// ```
 /// use etl_core::EtlError;
-/// use etl_sources::rest::{Page, Paginator, Pipeline, Pointer, Request};
+/// use etl_sources::rest::{Page, Paginator, Resource, Pointer, Request};
 /// use url::Url;
 ///
 /// /// The next page is `?after=<the last record's id>`; an empty page ends.
@@ -64,7 +64,7 @@ use super::pointer::{Body, Pointer};
 /// }
 ///
 /// let file = "name = \"items\"\nurl = \"http://127.0.0.1:8080/items\"\nrecords = \"\"\nid = \"/id\"\n";
-/// let pipeline = Pipeline::parse(file, "items.toml", |_| None)?
+/// let pipeline = Resource::parse(file, "items.toml", |_| None)?
 ///     .with_paginator(After { base: None, id: Pointer::parse("/id")? });
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -108,7 +108,7 @@ pub trait Paginator: fmt::Debug + Send + Sync {
     }
 
     /// A copy of this paginator, for another read (a clone of a
-    /// [`super::Pipeline`]): `Box::new(self.clone())` for a `Clone` type.
+    /// [`super::Resource`]): `Box::new(self.clone())` for a `Clone` type.
     fn boxed(&self) -> Box<dyn Paginator>;
 }
 
@@ -479,7 +479,7 @@ pub(crate) mod tests {
         let file = format!(
             "name = \"items\"\nurl = \"http://x/items\"\nrecords = \"/data\"\nid = \"/id\"\n[paginate]\n{paginate}"
         );
-        crate::rest::Pipeline::parse(&file, "items.toml", |_| None)
+        crate::rest::Resource::parse(&file, "items.toml", |_| None)
             .unwrap()
             .paginate
     }
