@@ -733,3 +733,228 @@ async fn three_generations_run_side_by_side_and_complete() {
     let (replies, ids) = records(&dir.path().join("out/replies.jsonl"));
     assert_eq!(replies.len(), 4, "{ids:?}");
 }
+
+/// The run as a library: `Pipeline::run` into a directory writes what `etl
+/// run` writes from the same server, with the same counts, and a second run
+/// writes nothing.
+#[tokio::test]
+async fn the_library_run_writes_what_etl_run_writes_and_a_rerun_nothing() {
+    use etl_sources::{Pipeline, RunOptions};
+
+    let repo = Repo::with_issues(4);
+    // An issue with no number: a reject of the comments.
+    repo.issues
+        .lock()
+        .unwrap()
+        .push(json!({"id": 109, "title": "no number", "updated_at": at(4)}));
+    let server = repo.serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = file(&server.uri(), "");
+    let cli = etl(dir.path(), &text, &[]).await;
+    assert_eq!(cli.status.code(), Some(3), "{}", common::text(&cli));
+
+    let pipeline = Pipeline::parse_with(&text, "github.toml", |_| None).unwrap();
+    let lib = dir.path().join("lib");
+    let output = etl_sources::Output::parse(lib.to_str().unwrap()).unwrap();
+    let report = pipeline.run(&output, RunOptions::default()).await.unwrap();
+    assert_eq!(report.exit_code(), 3);
+    let counts: Vec<_> = report
+        .resources()
+        .map(|r| {
+            (
+                r.name(),
+                r.pages(),
+                r.read(),
+                r.new(),
+                r.seen(),
+                r.rejects(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [("issues", 1, 5, 5, 0, 0), ("comments", 5, 8, 8, 0, 1)]
+    );
+    // The same counts as `etl run`'s from the same server.
+    let stdout = String::from_utf8_lossy(&cli.stdout);
+    for r in report.resources() {
+        let line = format!(
+            "done: {}: {} pages, {} records read, {} new rows",
+            r.name(),
+            r.pages(),
+            r.read(),
+            r.new()
+        );
+        assert!(stdout.contains(&line), "{line}: {stdout}");
+    }
+    for name in ["issues.jsonl", "comments.jsonl", "comments.rejects.jsonl"] {
+        let lines = |path: &Path| {
+            let mut lines: Vec<String> = std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            lines.sort();
+            lines
+        };
+        let (by_cli, by_lib) = (
+            lines(&dir.path().join("out").join(name)),
+            lines(&lib.join(name)),
+        );
+        assert!(!by_lib.is_empty(), "{name}");
+        assert_eq!(by_cli, by_lib, "{name}: the same lines");
+    }
+
+    let again = pipeline.run(&output, RunOptions::default()).await.unwrap();
+    let counts: Vec<_> = again
+        .resources()
+        .map(|r| (r.name(), r.read(), r.new(), r.seen()))
+        .collect();
+    assert_eq!(counts, [("issues", 5, 0, 5), ("comments", 8, 0, 8)]);
+}
+
+/// An output of one's own: a `Destination` whose tables keep rows in
+/// memory, handed to `Pipeline::run_into`, gets each resource's records
+/// once, children carrying their parent; a failing child is reported with
+/// its resource, and what ended is in the error's report.
+#[tokio::test]
+async fn an_output_of_ones_own_takes_a_whole_run() {
+    use etl_core::{EtlError, IdempotentSink, Reject, RejectSink, Sink};
+    use etl_sources::pipeline::output::{
+        CursorFuture, Described, Destination, StoredUpdatedAt, Table, TableFuture, Target,
+    };
+    use etl_sources::rest::JsonRecord;
+    use etl_sources::{Pipeline, RunOptions};
+
+    /// Every resource's rows, as JSON text, by resource.
+    #[derive(Debug, Default)]
+    struct Memory(Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+    #[derive(Debug)]
+    struct Rows(String, Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+    #[async_trait::async_trait]
+    impl Sink<JsonRecord> for Rows {
+        async fn load(&self, rows: &[JsonRecord]) -> Result<usize, EtlError> {
+            let mut held = self.1.lock().unwrap();
+            let table = held.entry(self.0.clone()).or_default();
+            for row in rows {
+                table.push(serde_json::to_string(row).map_err(|e| EtlError::Parse(e.to_string()))?);
+            }
+            Ok(rows.len())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RejectSink for Rows {
+        async fn reject(&self, rejects: &[Reject]) -> Result<usize, EtlError> {
+            Ok(rejects.len())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Kept(IdempotentSink<Rows>);
+
+    impl Table<JsonRecord> for Kept {
+        fn sink(&self) -> &dyn Sink<JsonRecord> {
+            &self.0
+        }
+        fn rejects(&self) -> &dyn RejectSink {
+            self.0.inner()
+        }
+        fn cursor(&self, _: &StoredUpdatedAt<'_>) -> CursorFuture<'_> {
+            Box::pin(async { Ok(None) })
+        }
+        fn describe(&self) -> Result<Described, EtlError> {
+            Ok(Described {
+                rows: format!("memory {}", self.0.inner().0),
+                held: None,
+                rejects: "nowhere".into(),
+            })
+        }
+    }
+
+    impl Destination<JsonRecord> for Memory {
+        fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, JsonRecord> {
+            let rows = Rows(target.table.to_owned(), Arc::clone(&self.0));
+            Box::pin(async move {
+                Ok(Box::new(Kept(IdempotentSink::new(rows))) as Box<dyn Table<JsonRecord>>)
+            })
+        }
+    }
+
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let pipeline = Pipeline::parse_with(&file(&server.uri(), ""), "github.toml", |_| None).unwrap();
+    let memory = Memory::default();
+    let report = pipeline
+        .run_into(&memory, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(report.entries()[1].place().unwrap().rows, "memory comments");
+    {
+        let held = memory.0.lock().unwrap();
+        assert_eq!(held["issues"].len(), 3);
+        assert_eq!(held["comments"].len(), 6);
+        assert!(held["comments"]
+            .iter()
+            .all(|c| c.contains("\"_parent\":{\"number\":")));
+    }
+
+    // A server that knows no such path (404, never retried): the run
+    // fails, naming the resource; nothing of it was written.
+    let empty = MockServer::start().await;
+    let pipeline = Pipeline::parse_with(&file(&empty.uri(), ""), "github.toml", |_| None).unwrap();
+    let memory = Memory::default();
+    let e = pipeline
+        .run_into(&memory, RunOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.exit_code(), 1, "{e}");
+    assert_eq!(e.failures()[0].resource.as_deref(), Some("issues"), "{e}");
+    assert!(e.failures()[0].message.contains("404"), "{e}");
+    assert!(memory.0.lock().unwrap().is_empty());
+}
+
+/// A run the library refuses before any request: a resource the file
+/// lacks, `--incremental` a resource cannot serve, one JSONL file for many
+/// resources.
+#[tokio::test]
+async fn a_run_the_library_cannot_serve_is_refused_before_any_request() {
+    use etl_sources::{Pipeline, RunOptions};
+
+    let repo = Repo::new();
+    let server = repo.serve().await;
+    let text = file(&server.uri(), "").replace(
+        "[resource.incremental]\nparam = \"since\"\n\n[[resource]]",
+        "[[resource]]",
+    );
+    let pipeline = Pipeline::parse_with(&text, "github.toml", |_| None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let into_dir = etl_sources::Output::parse(dir.path().to_str().unwrap()).unwrap();
+    let one_file =
+        etl_sources::Output::parse(dir.path().join("all.jsonl").to_str().unwrap()).unwrap();
+    for (output, options, says) in [
+        (
+            &into_dir,
+            RunOptions::default().resources(["nope"]),
+            "--resource nope: github.toml has no such resource (it has issues, comments)",
+        ),
+        (
+            &into_dir,
+            RunOptions::default().incremental(true),
+            "issues: --incremental needs an [incremental] table",
+        ),
+        (
+            &one_file,
+            RunOptions::default(),
+            "one JSONL file holds one resource",
+        ),
+    ] {
+        let e = pipeline.run(output, options).await.unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    assert!(repo.seen.lock().unwrap().is_empty(), "no request");
+}
