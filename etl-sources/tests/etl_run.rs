@@ -1362,3 +1362,65 @@ async fn a_next_url_before_the_records_goes_out_early_and_each_page_is_asked_onc
     let real: Vec<&String> = asked.iter().filter(|p| *p != "9").collect();
     assert_eq!(real, ["1", "2", "3"], "{asked:?}");
 }
+
+/// Records whose `updated_at` is a number of Unix seconds, with no
+/// `updated_at_unit`: an `initial` given as a number is sent as that
+/// number, and so is the cursor a later run holds (never RFC 3339 text,
+/// which such an API refuses).
+#[tokio::test]
+async fn unix_second_cursors_are_sent_as_the_numbers_the_records_carry() {
+    let asked: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let server = wiremock::MockServer::start().await;
+    let records = Arc::new(Mutex::new(vec![
+        json!({"id": 1, "updated_at": 1_767_226_100}),
+        json!({"id": 2, "updated_at": 1_767_226_200}),
+    ]));
+    let (seen, held) = (Arc::clone(&asked), Arc::clone(&records));
+    wiremock::Mock::given(wiremock::matchers::path("/items"))
+        .respond_with(move |request: &wiremock::Request| {
+            let after = request
+                .url
+                .query_pairs()
+                .find(|(k, _)| k == "updated_after")
+                .map(|(_, v)| v.into_owned());
+            seen.lock().unwrap().push(after.clone());
+            // The API reads the parameter as a number; text is a 400.
+            let Some(after) = after.map(|a| a.parse::<i64>()).transpose().ok() else {
+                return ResponseTemplate::new(400)
+                    .set_body_json(json!({"error": "updated_after: not a number"}));
+            };
+            let data: Vec<Value> = held
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|r| after.is_none_or(|a| r["updated_at"].as_i64().unwrap() >= a))
+                .cloned()
+                .collect();
+            ResponseTemplate::new(200).set_body_json(json!({ "data": data }))
+        })
+        .mount(&server)
+        .await;
+    let file = format!(
+        "name = \"items\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated_at\"\n\n[incremental]\nparam = \"updated_after\"\ninitial = 1767226000\n",
+        server.uri()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let first = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    records
+        .lock()
+        .unwrap()
+        .push(json!({"id": 3, "updated_at": 1_767_226_300}));
+    let second = run(dir.path(), &file, &["--incremental"]).await;
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("1 new rows"),
+        "{}",
+        text(&second)
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [Some("1767226000".to_owned()), Some("1767226200".to_owned())],
+        "the initial, then the newest held, each as Unix seconds"
+    );
+}

@@ -513,6 +513,14 @@ impl Resource {
                 )
             })?),
         };
+        // An `initial` given as a number says the records carry numbers:
+        // without `updated_at_unit`, Unix seconds, and every cursor is sent
+        // back as such a number (never as RFC 3339 text, which such an API
+        // refuses).
+        let unit = unit.or_else(|| {
+            let initial = file.incremental.as_ref()?.get_ref().initial.as_ref()?;
+            matches!(initial.get_ref(), toml::Value::Integer(_)).then_some(TimeUnit::Seconds)
+        });
         let updated_at = match &file.updated_at {
             Some(p) => Some(UpdatedAt {
                 pointer: in_record(p, "updated_at")?,
