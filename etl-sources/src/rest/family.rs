@@ -596,7 +596,7 @@ impl Source for ChildSource {
         let at = self.template.updated_at.as_ref()?;
         let body = Body::parse(std::str::from_utf8(stored).ok()?).ok()?;
         let stamp = at.of_stored(&body)?;
-        if let Some(parent) = body.member("_parent") {
+        if let Some(parent) = body.member(super::PARENT_MEMBER) {
             let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
             match cursors.get_mut(parent) {
                 Some(newest) if crate::cursor::is_newer(&stamp, newest) => {

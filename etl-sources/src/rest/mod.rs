@@ -37,7 +37,7 @@ pub use config::{ConfigError, Incremental, Method, ParamIn, Resource, DEFAULT_CO
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
 pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
-pub use record::JsonRecord;
+pub use record::{JsonRecord, PARENT_MEMBER};
 pub use stamp::{TimeUnit, UpdatedAt};
 
 /// One resource of a pipeline file, under its old name.

@@ -10,6 +10,11 @@ use super::canonical::Canonical;
 use super::pointer::Pointer;
 use super::stamp::{self, UpdatedAt};
 
+/// The member a child resource's records carry: the values of its parent
+/// record it was fetched with (`{"_parent": {NAME: value, ...}}`), so that
+/// children join to their parent.
+pub const PARENT_MEMBER: &str = "_parent";
+
 /// One record of a JSON API: a JSON object, with the id and update time
 /// its pipeline file points at.
 ///
@@ -74,7 +79,7 @@ impl JsonRecord {
         }
         if let Some(parent) = parent {
             canonical
-                .insert("_parent", parent)
+                .insert(PARENT_MEMBER, parent)
                 .map_err(|e| e.to_string())?;
         }
         let found = |p: &Pointer| canonical.value_at(p).map_err(|e| e.to_string());

@@ -19,14 +19,10 @@ use crate::Source;
 #[cfg(feature = "delta")]
 mod delta;
 mod jsonl;
+#[cfg(any(feature = "postgres", feature = "delta"))]
+mod keyed;
 #[cfg(feature = "postgres")]
 mod postgres;
-
-/// How many written rows a table output (PostgreSQL, Delta) remembers
-/// (about 9 MB): enough for the pages a run re-reads, while the table
-/// decides the rest.
-#[cfg(any(feature = "postgres", feature = "delta"))]
-const REMEMBERED_KEYS: usize = 100_000;
 
 /// How an output reads one stored JSONL line's update time: the source
 /// knows its records' shape ([`Source::stored_updated_at`]).
@@ -306,7 +302,9 @@ where
 
 #[cfg(feature = "postgres")]
 fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
-    Ok(Arc::new(postgres::Place::new(url)))
+    Ok(Arc::new(keyed::Place::<etl_postgres::PostgresSink>::new(
+        url,
+    )))
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -316,7 +314,9 @@ fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
 
 #[cfg(feature = "delta")]
 fn delta_kind(_out: &str, location: &str) -> Result<Arc<dyn Kind>, EtlError> {
-    Ok(Arc::new(delta::Place::new(location)))
+    Ok(Arc::new(keyed::Place::<etl_delta::DeltaSink>::new(
+        location,
+    )))
 }
 
 #[cfg(not(feature = "delta"))]
