@@ -22,6 +22,7 @@ pub(crate) mod record;
 pub(crate) mod reject;
 pub(crate) mod row;
 pub(crate) mod sink;
+pub use sink::CanonicalSink;
 #[cfg(test)]
 mod test_log;
 

@@ -40,8 +40,8 @@ mod table;
 pub use deltalake;
 
 use async_trait::async_trait;
-use etl_core::content::{canonical_batch, canonical_keyed, Canonical};
-use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
+use etl_core::content::{Canonical, CanonicalSink};
+use etl_core::{EtlError, Record, Reject, RejectSink};
 use std::time::SystemTime;
 use tokio::sync::OnceCell;
 
@@ -239,30 +239,13 @@ fn newest_in(stats: &str) -> Option<SystemTime> {
         .or_else(|| humantime::parse_rfc3339(max).ok())
 }
 
+/// A [`etl_core::Sink`] for any [`Record`]: every key and canonical form first (on
+/// every core for a large batch), so a row that cannot be serialised
+/// writes nothing.
 #[async_trait]
-impl<T: Record> Sink<T> for DeltaSink {
-    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        // Every key and canonical form first (on every core for a large
-        // batch), so a row that cannot be serialised writes nothing.
-        self.append(rows, canonical_batch(rows)?).await
-    }
-
-    /// The rows' JSON without hashing them again (the keys are the digests
-    /// an `IdempotentSink` in front computed).
-    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        self.append(rows, canonical_keyed(rows, digests)?).await
-    }
-}
-
-impl DeltaSink {
+impl CanonicalSink for DeltaSink {
     /// Appends the `rows` the table lacks; `encoded` are their keys and JSON.
-    async fn append<T: Record>(
+    async fn store<T: Record>(
         &self,
         rows: &[T],
         encoded: Vec<Canonical>,

@@ -38,8 +38,8 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::content::{canonical_batch, canonical_keyed, Canonical};
-use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
+use etl_core::content::{Canonical, CanonicalSink};
+use etl_core::{EtlError, Record, Reject, RejectSink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
@@ -251,31 +251,12 @@ fn one<T: for<'a> tokio_postgres::types::FromSql<'a>>(
     }
 }
 
+/// A [`etl_core::Sink`] for any [`Record`]: each row's key and canonical JSON made
+/// once (on every core for a large batch), before the database sees any.
 #[async_trait]
-impl<T: Record> Sink<T> for PostgresSink {
-    async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        // Every key and canonical form before the database sees any, on
-        // every core for a large batch. Each row is serialised once: its key
-        // is the hash of that same text (exactly what `content_key` computes).
-        self.insert(rows, canonical_batch(rows)?).await
-    }
-
-    /// The rows' JSON without hashing them again (the keys are the digests
-    /// an `IdempotentSink` in front computed).
-    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        self.insert(rows, canonical_keyed(rows, digests)?).await
-    }
-}
-
-impl PostgresSink {
+impl CanonicalSink for PostgresSink {
     /// Inserts `rows`, whose keys and JSON are `encoded`, in one statement.
-    async fn insert<T: Record>(
+    async fn store<T: Record>(
         &self,
         rows: &[T],
         encoded: Vec<Canonical>,
