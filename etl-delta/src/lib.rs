@@ -49,7 +49,7 @@ use columns::{batch, micros, text, times, Columns};
 use location::Location;
 use table::KeyedTable;
 
-/// A [`Sink`] into one Delta table, created if missing:
+/// A [`etl_core::Sink`] into one Delta table, created if missing:
 ///
 /// | column | holds |
 /// |---|---|

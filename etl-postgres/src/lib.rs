@@ -49,7 +49,7 @@ use tokio_postgres::NoTls;
 
 pub use table::TableName;
 
-/// A [`Sink`] into one PostgreSQL table, created if missing:
+/// A [`etl_core::Sink`] into one PostgreSQL table, created if missing:
 ///
 /// | column | holds |
 /// |---|---|

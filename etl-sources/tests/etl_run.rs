@@ -1424,3 +1424,25 @@ async fn unix_second_cursors_are_sent_as_the_numbers_the_records_carry() {
         "the initial, then the newest held, each as Unix seconds"
     );
 }
+
+/// A file with several problems: `etl run` prints every one, each with its
+/// line, and exits 2 before any request.
+#[tokio::test]
+async fn every_problem_of_an_invalid_file_is_printed_before_any_request() {
+    let api = Api::new(Style::NextUrl, items(3));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "concurrency = 0\nupdated_at_unit = \"h\"\nmethod = \"PUT\"\n",
+    );
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: 3 problems:"), "{stderr}");
+    for key in ["`concurrency`", "`updated_at_unit`", "`method`"] {
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+    assert_eq!(api.requests(), 0, "no request for an invalid file");
+}

@@ -4,43 +4,19 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
 use url::Url;
 
 use super::auth::{self, Auth};
+use super::error::{ConfigError, Locator, Problems};
 use super::keys;
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 use super::stamp::{self, TimeUnit, UpdatedAt};
 use crate::throttle::RateLimit;
 use std::time::Duration;
-
-/// A pipeline file that cannot run: what is wrong, where.
-///
-/// Its message names the file, the line (where the TOML parser or a key's
-/// position gives one), the key and, for a misspelt key or style, the
-/// likeliest intended one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError(String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl ConfigError {
-    /// An error about a pipeline file with this message (a program's own
-    /// check of a file, say).
-    pub fn new(message: String) -> Self {
-        ConfigError(message)
-    }
-}
 
 /// The file as written (see the "Any JSON API" chapter of the docs): the
 /// top level, and each `[[resource]]` entry, which takes the top level's
@@ -253,7 +229,7 @@ impl Resource {
     /// process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: cannot be read: {e}", path.display())))?;
+            .map_err(|e| ConfigError::new(format!("{}: cannot be read: {e}", path.display())))?;
         Self::parse(&text, &path.display().to_string(), |name| {
             std::env::var(name).ok()
         })
@@ -285,7 +261,7 @@ impl Resource {
     ) -> Result<Self, ConfigError> {
         let mut all = Self::parse_every(text, origin, env)?;
         if all.len() > 1 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{origin}: holds {} resources, not one: read it with etl_sources::Pipeline",
                 all.len()
             )));
@@ -311,320 +287,108 @@ impl Resource {
 
     /// Parses and checks every resource of `text`, in file order: each
     /// `[[resource]]` entry with the top level's keys as its defaults, or,
-    /// with none, the top level as the one resource. A name given twice,
-    /// a `path` or `url` that is not on the top level's origin, a key
-    /// missing from both: an error naming the resource, the key and the
-    /// line.
+    /// with none, the top level as the one resource. Every problem of the
+    /// file is reported at once (a name given twice, a `path` or `url` not
+    /// on the top level's origin, a key missing from both, ...), each
+    /// naming the resource, the key and the line; a file that is not TOML,
+    /// or holds a key of the wrong type, stops at that.
     pub(crate) fn parse_every(
         text: &str,
         origin: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Vec<Self>, ConfigError> {
         let at = Locator { text, origin };
-        let file: File = toml::from_str(text).map_err(|e| at.toml(&e))?;
-        if let Some(path) = &file.path {
-            return Err(at.key(
-                path.span(),
-                "path",
-                "is a key of a [[resource]], resolved against `url`",
-            ));
-        }
-        for own in &file.resource {
-            let own = own.get_ref();
-            let run_keys = [
-                ("rate_limit", own.rate_limit.as_ref().map(Spanned::span)),
-                ("concurrency", own.concurrency.as_ref().map(Spanned::span)),
-            ];
-            if let Some((key, Some(span))) = run_keys.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(at.key(
-                    span,
-                    &format!("resource {}: {key}", own.name.get_ref()),
-                    "is a key of the top level: it holds for every request of the run",
-                ));
-            }
-        }
-        let own_keys = [
-            ("parent", file.parent.as_ref().map(Spanned::span)),
-            ("from_parent", file.from_parent.as_ref().map(Spanned::span)),
-            ("load", file.load.as_ref().map(Spanned::span)),
-        ];
-        if let Some((key, Some(span))) = own_keys.into_iter().find(|(_, s)| s.is_some()) {
-            return Err(at.key(span, key, "is a key of a [[resource]]"));
-        }
-        let base = check_url(file.url.as_ref(), &file.name, &at)?;
+        let file: File = toml::from_str(text).map_err(|e| unknown_keys(text, &at, &e))?;
+        let mut problems = Problems::default();
+        problems.take(check_places(&file, &at));
+        let base = problems.take(check_url(file.url.as_ref(), &file.name, &at));
         if file.resource.is_empty() {
-            return Ok(vec![Self::check(&file, base, &at, &env)?]);
+            let one = problems.take(Self::check(&file, base, &at, &env));
+            problems.check()?;
+            return one.map(|one| vec![one]).ok_or_else(|| problems.error());
         }
-        check_name(&file.name, &at)?;
+        problems.take(check_name(&file.name, &at));
         let mut names = std::collections::HashSet::new();
         let mut all = Vec::with_capacity(file.resource.len());
         for own in &file.resource {
             let own = own.get_ref();
-            let shown = own.name.get_ref();
-            if let Some(nested) = own.resource.first() {
-                return Err(at.key(
-                    nested.span(),
-                    &format!("resource {shown}: resource"),
-                    "cannot stand in a [[resource]]",
-                ));
-            }
-            if !names.insert(shown.clone()) {
-                return Err(at.key(
+            if !names.insert(own.name.get_ref().clone()) {
+                problems.take(Err::<(), _>(at.key(
                     own.name.span(),
                     "resource.name",
-                    &format!("{shown:?} names two resources"),
-                ));
+                    &format!("{:?} names two resources", own.name.get_ref()),
+                )));
             }
-            let url = match (&own.url, &own.path) {
-                (Some(u), Some(p)) => {
-                    return Err(at.key(
-                        p.span(),
-                        &format!("resource {shown}: path"),
-                        &format!("and `url` ({}) are two places: give one", u.get_ref()),
-                    ))
-                }
-                (Some(u), None) => {
-                    let url = check_url(Some(u), &own.name, &at)?;
-                    if url.origin() != base.origin() {
-                        return Err(at.key(u.span(), &format!("resource {shown}: url"), &format!("is not on the origin of the top level's `url` ({}): a credential never leaves its origin", base.origin().ascii_serialization())));
-                    }
-                    url
-                }
-                (None, Some(p)) => base
-                    .join(p.get_ref())
-                    .ok()
-                    .filter(|u| u.origin() == base.origin())
-                    .ok_or_else(|| {
-                        at.key(
-                            p.span(),
-                            &format!("resource {shown}: path"),
-                            "does not resolve against `url` to a URL on its origin",
-                        )
-                    })?,
-                (None, None) => base.clone(),
-            };
-            all.push(Self::check(&own.merged(&file), url, &at, &env)?);
+            let url = base
+                .as_ref()
+                .and_then(|base| problems.take(resource_url(own, base, &at)));
+            if let Some(resource) = problems.take(Self::check(&own.merged(&file), url, &at, &env)) {
+                all.push(resource);
+            }
         }
+        problems.check()?;
         check_family(&file.resource, &all, &at)?;
         Ok(all)
     }
 
-    /// One resource's keys, checked, at `url`.
+    /// One resource's keys, checked, at `url` (`None`: it has a problem
+    /// of its own, reported): every problem of them.
     fn check(
         file: &File,
-        url: Url,
+        url: Option<Url>,
         at: &Locator<'_>,
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let at = *at;
-        let name = file.name.get_ref();
-        check_name(&file.name, &at)?;
-        let needed = |s: &Option<Spanned<String>>, key: &str| {
-            s.clone().ok_or_else(|| {
-                at.key(
-                    file.name.span(),
-                    key,
-                    &format!("is required (by resource {name}, or at the top level)"),
-                )
-            })
-        };
-        let records = needed(&file.records, "records")?;
-        let id = needed(&file.id, "id")?;
-        let mut from_parent = BTreeMap::new();
-        if let Some(table) = &file.from_parent {
-            if file.parent.is_none() {
-                return Err(at.key(
-                    table.span(),
-                    &format!("resource {name}: from_parent"),
-                    "needs `parent`: the resource whose records give the values",
-                ));
-            }
-            for (key, pointer) in table.get_ref() {
-                let parsed = Pointer::parse(pointer.get_ref()).map_err(|e| {
-                    at.key(
-                        pointer.span(),
-                        &format!("resource {name}: from_parent.{key}"),
-                        &e,
-                    )
-                })?;
-                from_parent.insert(key.clone(), parsed);
-            }
+        let mut problems = Problems::default();
+        problems.take(check_name(&file.name, &at));
+        let records = problems.take(
+            required(file, &file.records, "records", &at).and_then(|r| pointer(&r, "records", &at)),
+        );
+        let id = problems
+            .take(required(file, &file.id, "id", &at).and_then(|r| in_record(&r, "id", &at)));
+        let from_parent = problems.take(from_parent(file, &at));
+        if let Some(from_parent) = &from_parent {
+            problems.take(check_placeholders(file, from_parent, &at));
         }
-        // Every `{NAME}` a request holds must be a value of the parent.
-        let mut texts: Vec<&Spanned<String>> = Vec::new();
-        texts.extend(file.url.iter());
-        texts.extend(file.path.iter());
-        texts.extend(file.headers.values());
-        let mut loose: Vec<String> = file.params.values().cloned().collect();
-        if let Some(body) = &file.body {
-            strings_in(&toml::Value::Table(body.get_ref().clone()), &mut loose);
-        }
-        let at_name = file.name.span();
-        let placed = texts
-            .iter()
-            .map(|t| (t.get_ref().as_str(), t.span()))
-            .chain(loose.iter().map(|t| (t.as_str(), at_name.clone())));
-        for (text, span) in placed {
-            for placeholder in placeholders(text) {
-                if !from_parent.contains_key(placeholder) {
-                    return Err(at.key(
-                        span,
-                        &format!("resource {name}: {{{placeholder}}}"),
-                        "is a placeholder `[from_parent]` does not define",
-                    ));
-                }
-            }
-        }
-        let pointer = |s: &Spanned<String>, key: &str| {
-            Pointer::parse(s.get_ref()).map_err(|e| at.key(s.span(), key, &e))
-        };
-        // A record's id or update time is a value inside it: `""` (the
-        // whole record) would reject every record, so it is refused here.
-        let in_record = |s: &Spanned<String>, key: &str| {
-            if s.get_ref().is_empty() {
-                return Err(at.key(
-                    s.span(),
-                    key,
-                    "is the whole record (\"\"): point at a value inside it, such as \"/id\"",
-                ));
-            }
-            pointer(s, key)
-        };
-        let mut headers = BTreeMap::new();
-        for (k, v) in &file.headers {
-            reqwest::header::HeaderName::from_bytes(k.get_ref().as_bytes())
-                .map_err(|_| at.key(k.span(), "headers", "is not a valid header name"))?;
-            reqwest::header::HeaderValue::from_str(v.get_ref()).map_err(|_| {
-                at.key(
-                    v.span(),
-                    "headers",
-                    "holds a character a header cannot carry",
-                )
-            })?;
-            headers.insert(k.get_ref().clone(), v.get_ref().clone());
-        }
-        let unit = match &file.updated_at_unit {
-            None => None,
-            Some(u) => Some(TimeUnit::parse(u.get_ref()).ok_or_else(|| {
-                at.key(
-                    u.span(),
-                    "updated_at_unit",
-                    "must be \"s\" (Unix seconds) or \"ms\" (milliseconds)",
-                )
-            })?),
-        };
-        // An `initial` given as a number says the records carry numbers:
-        // without `updated_at_unit`, Unix seconds, and every cursor is sent
-        // back as such a number (never as RFC 3339 text, which such an API
-        // refuses).
-        let unit = unit.or_else(|| {
-            let initial = file.incremental.as_ref()?.get_ref().initial.as_ref()?;
-            matches!(initial.get_ref(), toml::Value::Integer(_)).then_some(TimeUnit::Seconds)
-        });
-        let updated_at = match &file.updated_at {
-            Some(p) => Some(UpdatedAt {
-                pointer: in_record(p, "updated_at")?,
-                unit,
-            }),
-            None => match &file.updated_at_unit {
-                Some(u) => {
-                    return Err(at.key(
-                        u.span(),
-                        "updated_at_unit",
-                        "needs `updated_at`, the pointer to the time it is the unit of",
-                    ))
-                }
-                None => None,
-            },
-        };
-        let incremental = file
-            .incremental
-            .as_ref()
-            .map(|i| Incremental::check(i.get_ref(), unit, &at))
-            .transpose()?;
-        let method = match &file.method {
-            None => Method::Get,
-            Some(m) => match m.get_ref().as_str() {
-                "GET" => Method::Get,
-                "POST" => Method::Post,
-                _ => return Err(at.key(m.span(), "method", "must be \"GET\" or \"POST\"")),
-            },
-        };
-        let (paginate, param_in) = match &file.paginate {
-            None => (Box::new(paginate::Single) as Box<dyn Paginator>, None),
-            Some(p) => paginate::from_table(p, &at)?,
-        };
-        let post_only = |span: std::ops::Range<usize>, key: &str| {
-            at.key(
-                span,
-                key,
-                "needs method = \"POST\" (a GET request has no body)",
-            )
-        };
-        let param_in = match param_in {
-            None => ParamIn::Query,
-            Some(p) => match p.get_ref().as_str() {
-                "query" => ParamIn::Query,
-                "body" if method == Method::Post => ParamIn::Body,
-                "body" => return Err(post_only(p.span(), "paginate.param_in")),
-                _ => {
-                    return Err(at.key(
-                        p.span(),
-                        "paginate.param_in",
-                        "must be \"query\" or \"body\"",
-                    ))
-                }
-            },
-        };
-        let body = match &file.body {
-            None => serde_json::Map::new(),
-            Some(b) if method != Method::Post => return Err(post_only(b.span(), "body")),
-            Some(b) => match serde_json::to_value(b.get_ref()) {
-                Ok(serde_json::Value::Object(map)) => map,
-                _ => {
-                    return Err(at.key(
-                        b.span(),
-                        "body",
-                        "must be a table of JSON values (a date or time is not one)",
-                    ))
-                }
-            },
-        };
+        let headers = problems.take(headers(file, &at));
+        let times = problems.take(times(file, &at));
+        let request = problems.take(request_shape(file, &at));
         let auth = match &file.auth {
-            None => None,
-            Some(a) => Some(auth::from_table(a, &at, env)?),
+            None => Some(None),
+            Some(a) => problems.take(auth::from_table(a, &at, env)).map(Some),
         };
-        let rate_limit = match &file.rate_limit {
-            None => None,
-            Some(limit) => Some(
-                limit
-                    .get_ref()
-                    .as_str()
-                    .ok_or_else(|| "must be a string such as \"10/s\"".to_owned())
-                    .and_then(str::parse::<RateLimit>)
-                    .map_err(|e| at.key(limit.span(), "rate_limit", &e))?,
-            ),
-        };
-        let concurrency = match &file.concurrency {
-            None => DEFAULT_CONCURRENCY,
-            Some(n) => n
-                .get_ref()
-                .as_integer()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    at.key(
-                        n.span(),
-                        "concurrency",
-                        "must be a whole number of at least 1 (requests in flight; 1 = one at a time)",
-                    )
-                })?,
-        };
-        Ok(Resource {
-            name: name.clone(),
+        let run = problems.take(run_keys(file, &at));
+        let (
+            Some(url),
+            Some(records),
+            Some(id),
+            Some(from_parent),
+            Some(headers),
+            Some((updated_at, incremental)),
+            Some((method, paginate, param_in, body)),
+            Some(auth),
+            Some((rate_limit, concurrency)),
+        ) = (
             url,
-            records: pointer(&records, "records")?,
-            id: in_record(&id, "id")?,
+            records,
+            id,
+            from_parent,
+            headers,
+            times,
+            request,
+            auth,
+            run,
+        )
+        else {
+            return Err(problems.error());
+        };
+        problems.check()?;
+        Ok(Resource {
+            name: file.name.get_ref().clone(),
+            url,
+            records,
+            id,
             updated_at,
             params: file.params.clone(),
             headers,
@@ -663,7 +427,7 @@ impl Resource {
         };
         let mut child = self.clone();
         child.url = Url::parse(&put(self.url.as_str(), true)).map_err(|e| {
-            ConfigError(format!(
+            ConfigError::new(format!(
                 "{}: the URL for a parent's values does not read: {e}",
                 self.name
             ))
@@ -700,15 +464,426 @@ impl Resource {
     pub fn check_incremental(&self) -> Result<&Incremental, ConfigError> {
         match (&self.incremental, &self.updated_at) {
             (Some(incremental), Some(_)) => Ok(incremental),
-            (None, _) => Err(ConfigError(format!(
+            (None, _) => Err(ConfigError::new(format!(
                 "{}: --incremental needs an [incremental] table (its `param` carries the cursor)",
                 self.name
             ))),
-            (_, None) => Err(ConfigError(format!(
+            (_, None) => Err(ConfigError::new(format!(
                 "{}: --incremental needs `updated_at`, the pointer to a record's update time",
                 self.name
             ))),
         }
+    }
+}
+
+/// What `toml` and serde refused: every key of the top level and of each
+/// `[[resource]]` that the file does not know (each with its line and the
+/// closest known key), or else the one error they gave.
+fn unknown_keys(text: &str, at: &Locator<'_>, e: &toml::de::Error) -> ConfigError {
+    /// The keys as written, each with where it stands.
+    type Keys = BTreeMap<Spanned<String>, serde::de::IgnoredAny>;
+    /// The `[[resource]]` entries' keys.
+    #[derive(Deserialize)]
+    struct Resources {
+        #[serde(default)]
+        resource: Vec<Keys>,
+    }
+    let (Ok(top), Ok(resources)) = (
+        toml::from_str::<Keys>(text),
+        toml::from_str::<Resources>(text),
+    ) else {
+        return at.toml(e);
+    };
+    let mut problems = Problems::default();
+    let tables =
+        std::iter::once(("", &top)).chain(resources.resource.iter().map(|r| ("resource.", r)));
+    for (prefix, keys) in tables {
+        for key in keys
+            .keys()
+            .filter(|k| !KEYS.contains(&k.get_ref().as_str()))
+        {
+            let hint = super::error::closest(key.get_ref(), KEYS)
+                .map_or(String::new(), |k| format!("; did you mean `{k}`?"));
+            problems.take(Err::<(), _>(at.at(
+                key.span(),
+                &format!(
+                    "unknown field `{prefix}{}`: not a key of a pipeline file{hint}",
+                    key.get_ref()
+                ),
+            )));
+        }
+    }
+    if problems.any() {
+        problems.error()
+    } else {
+        at.toml(e)
+    }
+}
+
+/// The keys of the top level and of a `[[resource]]` ([`File`]'s fields).
+const KEYS: &[&str] = &[
+    "name",
+    "url",
+    "path",
+    "records",
+    "id",
+    "updated_at",
+    "updated_at_unit",
+    "params",
+    "headers",
+    "method",
+    "body",
+    "paginate",
+    "incremental",
+    "auth",
+    "resource",
+    "parent",
+    "from_parent",
+    "load",
+    "rate_limit",
+    "concurrency",
+];
+
+/// Keys standing where they mean nothing: `path` at the top level, a run's
+/// key (`rate_limit`, `concurrency`) in a resource, a resource's own key
+/// (`parent`, `from_parent`, `load`) at the top level, a resource in a
+/// resource.
+fn check_places(file: &File, at: &Locator<'_>) -> Result<(), ConfigError> {
+    let mut problems = Problems::default();
+    let mut misplaced = |span: Option<Range<usize>>, key: &str, what: &str| {
+        if let Some(span) = span {
+            problems.take(Err::<(), _>(at.key(span, key, what)));
+        }
+    };
+    misplaced(
+        file.path.as_ref().map(Spanned::span),
+        "path",
+        "is a key of a [[resource]], resolved against `url`",
+    );
+    for key in [
+        ("parent", file.parent.as_ref().map(Spanned::span)),
+        ("from_parent", file.from_parent.as_ref().map(Spanned::span)),
+        ("load", file.load.as_ref().map(Spanned::span)),
+    ] {
+        misplaced(key.1, key.0, "is a key of a [[resource]]");
+    }
+    for own in &file.resource {
+        let own = own.get_ref();
+        let shown = own.name.get_ref();
+        for (key, span) in [
+            ("rate_limit", own.rate_limit.as_ref().map(Spanned::span)),
+            ("concurrency", own.concurrency.as_ref().map(Spanned::span)),
+        ] {
+            misplaced(
+                span,
+                &format!("resource {shown}: {key}"),
+                "is a key of the top level: it holds for every request of the run",
+            );
+        }
+        misplaced(
+            own.resource.first().map(Spanned::span),
+            &format!("resource {shown}: resource"),
+            "cannot stand in a [[resource]]",
+        );
+    }
+    problems.check()
+}
+
+/// A resource's URL: its `url` (on the top level's origin), its `path`
+/// resolved against the top level's, or the top level's.
+fn resource_url(own: &File, base: &Url, at: &Locator<'_>) -> Result<Url, ConfigError> {
+    let shown = own.name.get_ref();
+    match (&own.url, &own.path) {
+        (Some(u), Some(p)) => Err(at.key(
+            p.span(),
+            &format!("resource {shown}: path"),
+            &format!("and `url` ({}) are two places: give one", u.get_ref()),
+        )),
+        (Some(u), None) => {
+            let url = check_url(Some(u), &own.name, at)?;
+            if url.origin() != base.origin() {
+                return Err(at.key(u.span(), &format!("resource {shown}: url"), &format!("is not on the origin of the top level's `url` ({}): a credential never leaves its origin", base.origin().ascii_serialization())));
+            }
+            Ok(url)
+        }
+        (None, Some(p)) => base
+            .join(p.get_ref())
+            .ok()
+            .filter(|u| u.origin() == base.origin())
+            .ok_or_else(|| {
+                at.key(
+                    p.span(),
+                    &format!("resource {shown}: path"),
+                    "does not resolve against `url` to a URL on its origin",
+                )
+            }),
+        (None, None) => Ok(base.clone()),
+    }
+}
+
+/// A key the resource must have, its own or the top level's.
+fn required(
+    file: &File,
+    value: &Option<Spanned<String>>,
+    key: &str,
+    at: &Locator<'_>,
+) -> Result<Spanned<String>, ConfigError> {
+    value.clone().ok_or_else(|| {
+        at.key(
+            file.name.span(),
+            key,
+            &format!(
+                "is required (by resource {}, or at the top level)",
+                file.name.get_ref()
+            ),
+        )
+    })
+}
+
+/// The JSON Pointer `value` of `key`.
+fn pointer(value: &Spanned<String>, key: &str, at: &Locator<'_>) -> Result<Pointer, ConfigError> {
+    Pointer::parse(value.get_ref()).map_err(|e| at.key(value.span(), key, &e))
+}
+
+/// A pointer to a value inside a record: `""` (the whole record) would
+/// reject every record, so it is refused.
+fn in_record(value: &Spanned<String>, key: &str, at: &Locator<'_>) -> Result<Pointer, ConfigError> {
+    if value.get_ref().is_empty() {
+        return Err(at.key(
+            value.span(),
+            key,
+            "is the whole record (\"\"): point at a value inside it, such as \"/id\"",
+        ));
+    }
+    pointer(value, key, at)
+}
+
+/// `[from_parent]`: NAME -> a pointer into the parent record.
+fn from_parent(file: &File, at: &Locator<'_>) -> Result<BTreeMap<String, Pointer>, ConfigError> {
+    let name = file.name.get_ref();
+    let mut from_parent = BTreeMap::new();
+    let Some(table) = &file.from_parent else {
+        return Ok(from_parent);
+    };
+    if file.parent.is_none() {
+        return Err(at.key(
+            table.span(),
+            &format!("resource {name}: from_parent"),
+            "needs `parent`: the resource whose records give the values",
+        ));
+    }
+    let mut problems = Problems::default();
+    for (key, value) in table.get_ref() {
+        let parsed = pointer(value, &format!("resource {name}: from_parent.{key}"), at);
+        if let Some(parsed) = problems.take(parsed) {
+            from_parent.insert(key.clone(), parsed);
+        }
+    }
+    problems.check()?;
+    Ok(from_parent)
+}
+
+/// Every `{NAME}` a request holds must be a value of the parent.
+fn check_placeholders(
+    file: &File,
+    from_parent: &BTreeMap<String, Pointer>,
+    at: &Locator<'_>,
+) -> Result<(), ConfigError> {
+    let mut texts: Vec<&Spanned<String>> = Vec::new();
+    texts.extend(file.url.iter());
+    texts.extend(file.path.iter());
+    texts.extend(file.headers.values());
+    let mut loose: Vec<String> = file.params.values().cloned().collect();
+    if let Some(body) = &file.body {
+        strings_in(&toml::Value::Table(body.get_ref().clone()), &mut loose);
+    }
+    let at_name = file.name.span();
+    let placed = texts
+        .iter()
+        .map(|t| (t.get_ref().as_str(), t.span()))
+        .chain(loose.iter().map(|t| (t.as_str(), at_name.clone())));
+    let mut problems = Problems::default();
+    for (text, span) in placed {
+        for placeholder in placeholders(text) {
+            if !from_parent.contains_key(placeholder) {
+                problems.take(Err::<(), _>(at.key(
+                    span.clone(),
+                    &format!("resource {}: {{{placeholder}}}", file.name.get_ref()),
+                    "is a placeholder `[from_parent]` does not define",
+                )));
+            }
+        }
+    }
+    problems.check()
+}
+
+/// `[headers]`, each name and value one a request can carry.
+fn headers(file: &File, at: &Locator<'_>) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut problems = Problems::default();
+    let mut headers = BTreeMap::new();
+    for (k, v) in &file.headers {
+        if reqwest::header::HeaderName::from_bytes(k.get_ref().as_bytes()).is_err() {
+            problems.take(Err::<(), _>(at.key(
+                k.span(),
+                "headers",
+                "is not a valid header name",
+            )));
+        } else if reqwest::header::HeaderValue::from_str(v.get_ref()).is_err() {
+            problems.take(Err::<(), _>(at.key(
+                v.span(),
+                "headers",
+                "holds a character a header cannot carry",
+            )));
+        } else {
+            headers.insert(k.get_ref().clone(), v.get_ref().clone());
+        }
+    }
+    problems.check()?;
+    Ok(headers)
+}
+
+/// `updated_at` (with its unit) and `[incremental]`.
+fn times(
+    file: &File,
+    at: &Locator<'_>,
+) -> Result<(Option<UpdatedAt>, Option<Incremental>), ConfigError> {
+    let unit = match &file.updated_at_unit {
+        None => None,
+        Some(u) => Some(TimeUnit::parse(u.get_ref()).ok_or_else(|| {
+            at.key(
+                u.span(),
+                "updated_at_unit",
+                "must be \"s\" (Unix seconds) or \"ms\" (milliseconds)",
+            )
+        })?),
+    };
+    // An `initial` given as a number says the records carry numbers:
+    // without `updated_at_unit`, Unix seconds, and every cursor is sent
+    // back as such a number (never as RFC 3339 text, which such an API
+    // refuses).
+    let unit = unit.or_else(|| {
+        let initial = file.incremental.as_ref()?.get_ref().initial.as_ref()?;
+        matches!(initial.get_ref(), toml::Value::Integer(_)).then_some(TimeUnit::Seconds)
+    });
+    let updated_at = match (&file.updated_at, &file.updated_at_unit) {
+        (Some(p), _) => Some(UpdatedAt {
+            pointer: in_record(p, "updated_at", at)?,
+            unit,
+        }),
+        (None, Some(u)) => {
+            return Err(at.key(
+                u.span(),
+                "updated_at_unit",
+                "needs `updated_at`, the pointer to the time it is the unit of",
+            ))
+        }
+        (None, None) => None,
+    };
+    let incremental = file
+        .incremental
+        .as_ref()
+        .map(|i| Incremental::check(i.get_ref(), unit, at))
+        .transpose()?;
+    Ok((updated_at, incremental))
+}
+
+/// What a request is: the method, the paginator and where its parameters
+/// go, the JSON body.
+type Shape = (
+    Method,
+    Box<dyn Paginator>,
+    ParamIn,
+    serde_json::Map<String, serde_json::Value>,
+);
+
+/// `method`, `[paginate]` and `[body]`, which depend on each other (a body
+/// and `param_in = "body"` need a POST).
+fn request_shape(file: &File, at: &Locator<'_>) -> Result<Shape, ConfigError> {
+    let method = match &file.method {
+        None => Method::Get,
+        Some(m) => match m.get_ref().as_str() {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            _ => return Err(at.key(m.span(), "method", "must be \"GET\" or \"POST\"")),
+        },
+    };
+    let (paginate, param_in) = match &file.paginate {
+        None => (Box::new(paginate::Single) as Box<dyn Paginator>, None),
+        Some(p) => paginate::from_table(p, at)?,
+    };
+    let post_only = |span: Range<usize>, key: &str| {
+        at.key(
+            span,
+            key,
+            "needs method = \"POST\" (a GET request has no body)",
+        )
+    };
+    let param_in = match param_in {
+        None => ParamIn::Query,
+        Some(p) => match p.get_ref().as_str() {
+            "query" => ParamIn::Query,
+            "body" if method == Method::Post => ParamIn::Body,
+            "body" => return Err(post_only(p.span(), "paginate.param_in")),
+            _ => {
+                return Err(at.key(
+                    p.span(),
+                    "paginate.param_in",
+                    "must be \"query\" or \"body\"",
+                ))
+            }
+        },
+    };
+    let body = match &file.body {
+        None => serde_json::Map::new(),
+        Some(b) if method != Method::Post => return Err(post_only(b.span(), "body")),
+        Some(b) => match serde_json::to_value(b.get_ref()) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                return Err(at.key(
+                    b.span(),
+                    "body",
+                    "must be a table of JSON values (a date or time is not one)",
+                ))
+            }
+        },
+    };
+    Ok((method, paginate, param_in, body))
+}
+
+/// The run's keys: `rate_limit` and `concurrency`.
+fn run_keys(file: &File, at: &Locator<'_>) -> Result<(Option<RateLimit>, usize), ConfigError> {
+    let mut problems = Problems::default();
+    let rate_limit = match &file.rate_limit {
+        None => Some(None),
+        Some(limit) => problems.take(
+            limit
+                .get_ref()
+                .as_str()
+                .ok_or_else(|| "must be a string such as \"10/s\"".to_owned())
+                .and_then(str::parse::<RateLimit>)
+                .map(Some)
+                .map_err(|e| at.key(limit.span(), "rate_limit", &e)),
+        ),
+    };
+    let concurrency = match &file.concurrency {
+        None => Some(DEFAULT_CONCURRENCY),
+        Some(n) => problems.take(
+            n.get_ref()
+                .as_integer()
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    at.key(
+                        n.span(),
+                        "concurrency",
+                        "must be a whole number of at least 1 (requests in flight; 1 = one at a time)",
+                    )
+                }),
+        ),
+    };
+    match (rate_limit, concurrency) {
+        (Some(rate_limit), Some(concurrency)) => Ok((rate_limit, concurrency)),
+        _ => Err(problems.error()),
     }
 }
 
@@ -872,76 +1047,6 @@ impl Incremental {
             lag,
         })
     }
-}
-
-/// Turns a byte span of the file into "file, line N" and a key's name.
-#[derive(Clone, Copy)]
-pub(crate) struct Locator<'a> {
-    text: &'a str,
-    origin: &'a str,
-}
-
-impl Locator<'_> {
-    /// The 1-based line of byte `at`, and that line's text.
-    fn line(&self, at: usize) -> (usize, &str) {
-        // A span is a byte offset: kept inside the text, on a character.
-        let mut at = at.min(self.text.len());
-        while !self.text.is_char_boundary(at) {
-            at -= 1;
-        }
-        let before = &self.text[..at];
-        let number = before.matches('\n').count() + 1;
-        let start = before.rfind('\n').map_or(0, |i| i + 1);
-        let end = self.text[start..]
-            .find('\n')
-            .map_or(self.text.len(), |i| start + i);
-        (number, self.text[start..end].trim_end())
-    }
-
-    /// An error about `key`, found at `span`.
-    pub(crate) fn key(&self, span: Range<usize>, key: &str, what: &str) -> ConfigError {
-        let (line, text) = self.line(span.start);
-        ConfigError(format!(
-            "{}, line {line}: `{key}` {what}\n  {line} | {text}",
-            self.origin
-        ))
-    }
-
-    /// The TOML parser's or serde's error, with its line, the key on that
-    /// line and, for an unknown key or value, the closest known one.
-    fn toml(&self, e: &toml::de::Error) -> ConfigError {
-        let mut message = e.message().trim_end().to_owned();
-        if let Some(hint) = did_you_mean(&message) {
-            message.push_str(&format!("; did you mean `{hint}`?"));
-        }
-        match e.span() {
-            Some(span) => {
-                let (line, text) = self.line(span.start);
-                ConfigError(format!(
-                    "{}, line {line}: {message}\n  {line} | {text}",
-                    self.origin
-                ))
-            }
-            None => ConfigError(format!("{}: {message}", self.origin)),
-        }
-    }
-}
-
-/// For serde's "unknown field `x`, expected one of `a`, `b`" (or "unknown
-/// variant"), the expected name closest to `x`, if one is close.
-fn did_you_mean(message: &str) -> Option<String> {
-    let rest = message
-        .strip_prefix("unknown field `")
-        .or_else(|| message.strip_prefix("unknown variant `"))?;
-    let (given, expected) = rest.split_once('`')?;
-    expected
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(|candidate| (strsim::jaro_winkler(given, candidate), candidate))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, candidate)| candidate.to_owned())
 }
 
 #[cfg(test)]

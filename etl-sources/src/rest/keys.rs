@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use toml::Spanned;
 
-use super::config::{ConfigError, Locator};
+use super::error::{closest, ConfigError, Locator};
 use super::pointer::Pointer;
 
 /// Such a table, each value with where it stands in the file.
@@ -69,16 +69,6 @@ pub(crate) fn read<M, T>(
     let made = make(of, &mut keys).map_err(|e| keys.misspelling().unwrap_or(e))?;
     keys.finish()?;
     Ok(made)
-}
-
-/// The name of `names` closest to `given`, if one is close.
-fn closest(given: &str, names: &[&'static str]) -> Option<&'static str> {
-    names
-        .iter()
-        .map(|known| (strsim::jaro_winkler(given, known), *known))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, known)| known)
 }
 
 /// The keys of such a table that its type has yet to take.

@@ -24,6 +24,7 @@
 mod auth;
 mod canonical;
 mod config;
+mod error;
 mod family;
 mod fetch;
 mod keys;
@@ -33,7 +34,8 @@ mod record;
 mod stamp;
 
 pub use auth::Auth;
-pub use config::{ConfigError, Incremental, Method, ParamIn, Resource, DEFAULT_CONCURRENCY};
+pub use config::{Incremental, Method, ParamIn, Resource, DEFAULT_CONCURRENCY};
+pub use error::ConfigError;
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
 pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;

@@ -4,7 +4,7 @@ use reqwest::RequestBuilder;
 use std::fmt;
 
 use super::Auth;
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 
 /// A user name and a password, both from the environment.

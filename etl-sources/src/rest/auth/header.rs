@@ -3,7 +3,7 @@
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::{sensitive, Auth};
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 
 /// The secret in a header of its own name.

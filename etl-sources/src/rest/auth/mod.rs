@@ -14,7 +14,7 @@ use std::fmt;
 use toml::Spanned;
 use url::Url;
 
-use super::config::{ConfigError, Locator};
+use super::error::{ConfigError, Locator};
 use super::keys::{self, Keys, Table};
 
 /// How a request proves who sends it: a header, a query parameter, basic

@@ -5,7 +5,7 @@ use std::fmt;
 use url::Url;
 
 use super::Auth;
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 
 /// The secret as a query parameter.

@@ -548,3 +548,62 @@ fn a_bad_resource_is_named_with_its_key_and_line() {
         .to_string();
     assert!(e.contains("`path` is a key of a [[resource]]"), "{e}");
 }
+
+#[test]
+fn every_problem_of_a_file_is_reported_at_once() {
+    // Three resources, each wrong in its own way, and a wrong run key: one
+    // reading names them all, each with its line.
+    let file = r#"name = "shop"
+url = "http://127.0.0.1:8080/"
+records = "/data"
+id = "/id"
+concurrency = 0
+
+[[resource]]
+name = "orders"
+path = "orders"
+updated_at = "updated"
+
+[[resource]]
+name = "lines"
+parent = "orders"
+path = "orders/{order}/lines"
+method = "PUT"
+
+[[resource]]
+name = "Refunds"
+path = "refunds"
+"#;
+    let e = Resource::parse_every(file, "shop.toml", |_| None).unwrap_err();
+    let problems = e.problems();
+    let said = |needle: &str| problems.iter().any(|p| p.contains(needle));
+    assert!(said("shop.toml, line 5: `concurrency`"), "{e}");
+    assert!(said("line 10: `updated_at`"), "{e}");
+    assert!(said("line 15: `resource lines: {order}`"), "{e}");
+    assert!(said("line 16: `method`"), "{e}");
+    assert!(said("line 19: `name` must be a plain identifier"), "{e}");
+    assert!(problems.len() >= 5, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{} problems:", problems.len())),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_unknown_key_is_named_at_once_with_the_closest_known() {
+    let file =
+        format!("{BASE}recrods = \"/x\"\n\n[[resource]]\nname = \"a\"\nupdated_ad = \"/u\"\n");
+    let e = Resource::parse_every(&file, "f.toml", |_| None).unwrap_err();
+    assert_eq!(e.problems().len(), 2, "{e}");
+    assert!(
+        e.problems()[0]
+            .contains("line 5: unknown field `recrods`: not a key of a pipeline file; did you mean `records`?"),
+        "{e}"
+    );
+    assert!(
+        e.problems()[1].contains("line 9: unknown field `resource.updated_ad`")
+            && e.problems()[1].contains("did you mean `updated_at`?"),
+        "{e}"
+    );
+}

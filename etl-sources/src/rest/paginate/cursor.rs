@@ -7,7 +7,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::{cursor_at, cursor_of, more_at, CursorChain, Page, Paginator, Request};
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
 

@@ -5,7 +5,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::{CursorChain, Page, Paginator, Request};
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 
 /// The first request as written, then `?<cursor_param>=<the header's

@@ -5,7 +5,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::{Head, Met, Page, Paginator, Request};
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 
 /// The target of the `Link` header's `rel="next"` link, resolved against

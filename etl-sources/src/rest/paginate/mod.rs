@@ -25,7 +25,7 @@ use std::hash::{BuildHasher, Hasher};
 use toml::Spanned;
 use url::Url;
 
-use super::config::{ConfigError, Locator};
+use super::error::{ConfigError, Locator};
 use super::keys::{self, Keys, Table};
 use super::pointer::{Body, Pointer};
 

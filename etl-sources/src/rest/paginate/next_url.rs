@@ -4,7 +4,7 @@ use etl_core::EtlError;
 use url::Url;
 
 use super::{cursor_of, Head, Met, Page, Paginator, Request};
-use crate::rest::config::ConfigError;
+use crate::rest::error::ConfigError;
 use crate::rest::keys::Keys;
 use crate::rest::pointer::Pointer;
 
