@@ -225,6 +225,22 @@ async fn answer(
     );
     let page = u32::try_from((filtered_out + offset) / limit + 1).unwrap_or(u32::MAX);
 
+    if let Some(fault) = fault(&state, page) {
+        return Ok(fault);
+    }
+    let filters = [
+        ("last_updated__gte", &since),
+        ("ordering", &ordering),
+        ("lsp__id", &provider),
+    ];
+    let body = list_page(&state, &listing, offset, limit, &filters);
+    Ok(respond(StatusCode::OK, "application/json", body))
+}
+
+/// The fault the replay injects at the first request for `page`, if any:
+/// a 429 with Retry-After, or a proxy's HTML 503.
+fn fault(state: &State, page: u32) -> Option<Response<Full<Bytes>>> {
+    let replay = &state.replay;
     let first_request = state
         .faulted
         .lock()
@@ -239,30 +255,37 @@ async fn answer(
             body.to_string(),
         );
         response.headers_mut().insert("retry-after", wait.into());
-        return Ok(response);
+        return Some(response);
     }
     if first_request && replay.unavailable_pages.contains(&page) {
         let html = "<html><head><title>503 Service Temporarily Unavailable</title></head><body>\
                     <center><h1>503 Service Temporarily Unavailable</h1></center></body></html>";
-        return Ok(respond(
+        return Some(respond(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/html",
             html.to_string(),
         ));
     }
+    None
+}
 
+/// A list page of `listing` from `offset`, as the API writes it: `count`,
+/// `next` and `previous` (which keep the request's `filters`, as the API's
+/// links do) and `results`.
+fn list_page(
+    state: &State,
+    listing: &[Value],
+    offset: usize,
+    limit: usize,
+    filters: &[(&str, &Option<String>)],
+) -> String {
     let total = listing.len();
     let results: Vec<&Value> = listing.iter().skip(offset).take(limit).collect();
-    // As the API's links do, `next` and `previous` keep the filters.
-    let mut filters = String::new();
-    for (key, value) in [
-        ("last_updated__gte", &since),
-        ("ordering", &ordering),
-        ("lsp__id", &provider),
-    ] {
+    let mut kept = String::new();
+    for (key, value) in filters {
         if let Some(value) = value {
-            filters.push('&');
-            filters.push_str(
+            kept.push('&');
+            kept.push_str(
                 &url::form_urlencoded::Serializer::new(String::new())
                     .append_pair(key, value)
                     .finish(),
@@ -271,18 +294,13 @@ async fn answer(
     }
     let link = |offset: usize| {
         format!(
-            "http://{}{}?limit={limit}&offset={offset}{filters}",
-            state.addr, replay.path
+            "http://{}{}?limit={limit}&offset={offset}{kept}",
+            state.addr, state.replay.path
         )
     };
     let next = (offset + limit < total).then(|| link(offset + limit));
     let previous = (offset > 0).then(|| link(offset.saturating_sub(limit)));
-    let body = json!({"count": total, "next": next, "previous": previous, "results": results});
-    Ok(respond(
-        StatusCode::OK,
-        "application/json",
-        body.to_string(),
-    ))
+    json!({"count": total, "next": next, "previous": previous, "results": results}).to_string()
 }
 
 /// Applies the updates due once `answered` requests were answered.
