@@ -196,6 +196,22 @@ impl From<serde_json::Error> for EtlError {
     }
 }
 
+/// The loop's word for an [`EtlError`]: [`EtlError::is_transient`] and
+/// [`EtlError::retry_after`], and `TimedOut` as a timeout.
+impl crate::retry::RetryableError for EtlError {
+    fn is_transient(&self) -> bool {
+        EtlError::is_transient(self)
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        EtlError::retry_after(self)
+    }
+
+    fn timed_out(&self) -> bool {
+        matches!(self, EtlError::TimedOut(_))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,8 @@ extern crate self as etl_core;
 // The two halves: the retry tree (retry.rs, retry/) is always built; the
 // content tree (content.rs, content/) is feature `content`. `error.rs` is
 // shared by both.
+#[cfg(feature = "anyhow")]
+mod chain;
 #[cfg(feature = "content")]
 pub mod content;
 mod error;

@@ -8,12 +8,10 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use crate::EtlError;
-
 /// Classifies an error for retrying: is it worth another attempt, and did
 /// the server say how long to wait first?
 ///
-/// etl-core implements it for [`EtlError`], [`std::io::Error`] (by
+/// etl-core implements it for [`EtlError`](crate::EtlError), [`std::io::Error`] (by
 /// [`io::ErrorKind`]: see [`io_kind_is_transient`]) and, behind features,
 /// for `reqwest::Error`, `etl_core::http::HttpError` (feature `reqwest`)
 /// and `anyhow::Error` (feature `anyhow`). Implement it for your own error
@@ -91,26 +89,12 @@ pub trait RetryableError: fmt::Display {
     }
 }
 
-impl RetryableError for EtlError {
-    fn is_transient(&self) -> bool {
-        EtlError::is_transient(self)
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        EtlError::retry_after(self)
-    }
-
-    fn timed_out(&self) -> bool {
-        matches!(self, EtlError::TimedOut(_))
-    }
-}
-
 /// Whether an I/O failure of this kind may pass by itself: a refused,
 /// reset, aborted or missing connection, a broken pipe, a timeout, an
 /// interruption, a would-block, or an early end of file (a peer that went
 /// away mid-message). Everything else (not found, permission denied, a full
 /// disk, invalid data) is permanent. The one list behind both
-/// `RetryableError for io::Error` and [`EtlError::Io`]'s classification.
+/// `RetryableError for io::Error` and [`EtlError::Io`](crate::EtlError::Io)'s classification.
 ///
 /// ```
 /// use etl_core::retry::io_kind_is_transient;
@@ -136,7 +120,7 @@ pub fn io_kind_is_transient(kind: io::ErrorKind) -> bool {
 
 /// Whether an HTTP answer with this status may succeed when asked again:
 /// 408 (request timeout), 429 (too many requests) and every 5xx. Every
-/// other status is permanent. The one list behind [`EtlError::Http`]'s
+/// other status is permanent. The one list behind [`EtlError::Http`](crate::EtlError::Http)'s
 /// classification and `etl_core::http` (feature `reqwest`).
 ///
 /// ```
@@ -159,47 +143,6 @@ impl RetryableError for io::Error {
     fn timed_out(&self) -> bool {
         self.kind() == io::ErrorKind::TimedOut
     }
-}
-
-/// By the first error in its chain that etl-core can classify
-/// ([`EtlError`], `std::io::Error`, and with feature `reqwest`
-/// `etl_core::http::HttpError` and `reqwest::Error`); an error it cannot
-/// classify is permanent. Feature `anyhow`.
-#[cfg(feature = "anyhow")]
-impl RetryableError for anyhow::Error {
-    fn is_transient(&self) -> bool {
-        classified(self).is_some_and(|e| e.is_transient())
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        classified(self).and_then(|e| e.retry_after())
-    }
-
-    fn timed_out(&self) -> bool {
-        classified(self).is_some_and(|e| e.timed_out())
-    }
-}
-
-/// The first error in `err`'s chain that has a [`RetryableError`] impl here.
-#[cfg(feature = "anyhow")]
-fn classified(err: &anyhow::Error) -> Option<&dyn RetryableError> {
-    err.chain()
-        .find_map(|cause| -> Option<&dyn RetryableError> {
-            if let Some(e) = cause.downcast_ref::<EtlError>() {
-                return Some(e);
-            }
-            #[cfg(feature = "reqwest")]
-            if let Some(e) = cause.downcast_ref::<crate::http::HttpError>() {
-                return Some(e);
-            }
-            #[cfg(feature = "reqwest")]
-            if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
-                return Some(e);
-            }
-            cause
-                .downcast_ref::<io::Error>()
-                .map(|e| e as &dyn RetryableError)
-        })
 }
 
 /// How a [`Retry`](crate::retry::Retry) decides what is retried: the
@@ -278,6 +221,7 @@ impl<E> Classify<E> for When<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EtlError;
 
     #[test]
     fn io_errors_classify_by_kind() {

@@ -272,7 +272,11 @@ impl Resource {
     /// Reads and checks every resource of the pipeline file at `path`.
     #[deprecated(note = "the whole file is `etl_sources::Pipeline::load`")]
     pub fn load_all(path: &Path) -> Result<Vec<Self>, ConfigError> {
-        Ok(crate::Pipeline::load(path)?.into_resources())
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(format!("{}: cannot be read: {e}", path.display())))?;
+        Self::parse_every(&text, &path.display().to_string(), |name| {
+            std::env::var(name).ok()
+        })
     }
 
     /// Parses and checks every resource of `text`, in file order.
