@@ -24,13 +24,19 @@ use std::time::SystemTime;
 /// ```
 /// # let dir = tempfile::tempdir()?;
 /// # let path = dir.path().join("launches.jsonl");
-/// use etl_sources::cursor::{jsonl_cursor, launch_updated_at};
+/// use etl_sources::cursor::jsonl_cursor;
+/// use std::borrow::Cow;
 ///
 /// std::fs::write(&path, concat!(
-///     r#"{"Launches":{"id":"a","name":"x","last_updated":"2026-11-02T08:00:00Z"}}"#, "\n",
-///     r#"{"Launches":{"id":"b","name":"y","last_updated":"2026-11-01T08:00:00Z"}}"#, "\n",
+///     r#"{"id":"a","updated":"2026-11-02T08:00:00Z"}"#, "\n",
+///     r#"{"id":"b","updated":"2026-11-01T08:00:00Z"}"#, "\n",
 /// ))?;
-/// assert_eq!(jsonl_cursor(&path, launch_updated_at)?.as_deref(), Some("2026-11-02T08:00:00Z"));
+/// // How a stored line's update time is read: the source knows its rows.
+/// fn updated(line: &[u8]) -> Option<Cow<'_, str>> {
+///     let row: serde_json::Value = serde_json::from_slice(line).ok()?;
+///     Some(Cow::Owned(row["updated"].as_str()?.to_owned()))
+/// }
+/// assert_eq!(jsonl_cursor(&path, updated)?.as_deref(), Some("2026-11-02T08:00:00Z"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn jsonl_cursor(
@@ -101,7 +107,7 @@ const LAST_UPDATED: &[u8] = br#""last_updated":""#;
 /// matches a real field, and `last_updated` is the last field a
 /// [`etl_core::Launch`] writes (a launch's nested objects have none of
 /// their own after it).
-pub fn launch_updated_at(line: &[u8]) -> Option<Cow<'_, str>> {
+pub(crate) fn launch_updated_at(line: &[u8]) -> Option<Cow<'_, str>> {
     // The searcher, built once (a cursor scan calls this once a line).
     static FINDER: OnceLock<memmem::FinderRev<'static>> = OnceLock::new();
     let finder = FINDER.get_or_init(|| memmem::FinderRev::new(LAST_UPDATED));

@@ -58,7 +58,7 @@ pub mod rest;
 mod source;
 mod spacedevs;
 pub mod throttle;
-pub mod wire;
+mod wire;
 
 pub use pipeline::{Output, Pipeline, PipelineError, ResourceReport, RunOptions, RunReport};
 pub use source::{OnLoaded, PageRead, Source};

@@ -16,7 +16,7 @@ use crate::throttle::Throttle;
 /// The HTTP client of a source: `headers` on every request, `timeout` on
 /// each (`None`: none), and redirects followed only on `origin` (scheme,
 /// host and port; at most 5), so a credential never travels elsewhere.
-pub fn client(
+pub(crate) fn client(
     origin: &Origin,
     headers: HeaderMap,
     timeout: Option<Duration>,
@@ -54,7 +54,7 @@ pub fn client(
 /// One page of a Launch Library 2 list endpoint: `{count, next, previous,
 /// results}`; `next` is `null` on the last page.
 #[derive(Debug, Deserialize)]
-pub struct Page {
+pub(crate) struct Page {
     /// Launches on all pages together, as the server counts them.
     #[serde(default)]
     pub count: Option<u64>,
@@ -69,7 +69,7 @@ pub struct Page {
 /// One `results` entry as a [`Launch`], or, when it does not read as one,
 /// a [`Reject`] holding it (in canonical form), the field that did not read
 /// and the page URL.
-pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
+pub(crate) fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
     let mut reader = serde_json::Deserializer::from_str(entry.get());
     match serde_path_to_error::deserialize::<_, Launch>(&mut reader) {
         Ok(launch) => Ok(launch),
@@ -86,7 +86,7 @@ pub fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
 
 /// The `last_updated` of a raw entry, if it is an object that has one as a
 /// string (for the cursor of an incremental read, rejected entries too).
-pub fn last_updated(entry: &RawValue) -> Option<String> {
+pub(crate) fn last_updated(entry: &RawValue) -> Option<String> {
     #[derive(Deserialize)]
     struct Stamp {
         last_updated: Option<String>,
@@ -100,7 +100,7 @@ pub fn last_updated(entry: &RawValue) -> Option<String> {
 /// short, the bare `{}` the API sometimes answers) is a `Parse` error: the
 /// same bytes would parse the same way on every attempt. The entries are
 /// only checked to be JSON here; [`read_launch`] reads each.
-pub fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
+pub(crate) fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
     serde_json::from_slice(body).map_err(|e| {
         EtlError::Parse(format!(
             "{}: not a Launch Library 2 list page ({e}); body starts {:?}",
@@ -116,7 +116,7 @@ pub fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
 /// one is known ([`etl_core::http::asked_wait`]: `Retry-After`, seconds or
 /// an HTTP-date rounded up), a 429 else the throttle body's "Expected
 /// available in N seconds". The URL is named without its query.
-pub fn status_error(
+pub(crate) fn status_error(
     url: &Url,
     status: u16,
     headers: &HeaderMap,
@@ -137,7 +137,7 @@ pub fn status_error(
 /// A `RateLimited` error whose wait is longer than `ceiling` becomes the
 /// permanent [`EtlError::RetryAfterTooLong`], naming both; every other error
 /// is returned as it is.
-pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) -> EtlError {
+pub(crate) fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) -> EtlError {
     match (&error, ceiling) {
         (EtlError::RateLimited { retry_after_secs }, Some(ceiling))
             if std::time::Duration::from_secs(*retry_after_secs) > ceiling =>
@@ -159,7 +159,7 @@ pub fn cap_retry_after(error: EtlError, ceiling: Option<std::time::Duration>) ->
 /// every request to its origin. Every exchange is counted in the metrics.
 /// `url` names the request in errors and must hold no secret; the
 /// transport error's own URL (which may) is left out.
-pub async fn get(
+pub(crate) async fn get(
     request: reqwest::RequestBuilder,
     url: &Url,
     max_retry_after: Option<Duration>,
@@ -215,17 +215,7 @@ pub async fn get(
 /// An empty query is removed (`?` and all). With nothing to set and none
 /// of `drop` there, `url` is left exactly as it is (a server's own
 /// encoding kept).
-///
-/// ```
-/// use etl_sources::wire::set_query;
-///
-/// let mut url = url::Url::parse("http://x/p?limit=5&mode=list&key=s").unwrap();
-/// set_query(&mut url, &["key"], &[("limit", "20")]);
-/// assert_eq!(url.as_str(), "http://x/p?mode=list&limit=20");
-/// set_query(&mut url, &["mode", "limit"], &[]);
-/// assert_eq!(url.as_str(), "http://x/p");
-/// ```
-pub fn set_query(url: &mut Url, drop: &[&str], set: &[(&str, &str)]) {
+pub(crate) fn set_query(url: &mut Url, drop: &[&str], set: &[(&str, &str)]) {
     if set.is_empty() && !url.query_pairs().any(|(k, _)| drop.contains(&&*k)) {
         return;
     }
@@ -252,7 +242,7 @@ const ANNOUNCE_WAITS_OVER: Duration = Duration::from_secs(5);
 /// wall-clock time it ends: "rate limited: waiting 2429 s, until 14:05:12
 /// UTC (server's Retry-After)". A run that seems to hang says why. The
 /// `on_retry` hook of the sources' page fetches.
-pub fn announce_wait(event: &RetryEvent<'_>) {
+pub(crate) fn announce_wait(event: &RetryEvent<'_>) {
     if event.delay <= ANNOUNCE_WAITS_OVER {
         return;
     }
@@ -269,7 +259,7 @@ pub fn announce_wait(event: &RetryEvent<'_>) {
 }
 
 /// `at` as `HH:MM:SS` in UTC, for a log line that says when a wait ends.
-pub fn utc_clock(at: SystemTime) -> String {
+pub(crate) fn utc_clock(at: SystemTime) -> String {
     let secs = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -279,7 +269,7 @@ pub fn utc_clock(at: SystemTime) -> String {
 
 /// Django REST framework's throttle body: `{"detail": "Request was
 /// throttled. Expected available in 2429 seconds."}`.
-pub fn throttle_hint(body: &[u8]) -> Option<u64> {
+pub(crate) fn throttle_hint(body: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(body).ok()?;
     let rest = &text[text.find("Expected available in ")? + "Expected available in ".len()..];
     let digits: &str = &rest[..rest
@@ -297,7 +287,7 @@ pub fn throttle_hint(body: &[u8]) -> Option<u64> {
 /// [`EtlError::Refused`], a body that does not decode [`EtlError::Parse`],
 /// a request that cannot be built [`EtlError::InvalidInput`]. The URL is
 /// named without its query.
-pub fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
+pub(crate) fn transport_error(url: &Url, e: &reqwest::Error) -> EtlError {
     let mut message = format!("{}: {e}", without_secrets(url));
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
@@ -324,6 +314,15 @@ fn excerpt(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_query_drops_and_sets_and_removes_an_empty_query() {
+        let mut url = url::Url::parse("http://x/p?limit=5&mode=list&key=s").unwrap();
+        set_query(&mut url, &["key"], &[("limit", "20")]);
+        assert_eq!(url.as_str(), "http://x/p?mode=list&limit=20");
+        set_query(&mut url, &["mode", "limit"], &[]);
+        assert_eq!(url.as_str(), "http://x/p");
+    }
     use reqwest::header::HeaderValue;
 
     fn url() -> Url {
