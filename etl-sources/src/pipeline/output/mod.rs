@@ -226,10 +226,11 @@ impl Output {
         {
             postgres_kind(out)?
         } else if let Some(location) = out.strip_prefix("delta:") {
-            delta_kind(out, location)?
+            delta_kind(location)?
         } else if let Some((scheme, _)) = out.split_once("://") {
+            // The scheme alone: the rest may hold a password.
             return Err(EtlError::InvalidInput(format!(
-                "--out {out}: {scheme}:// is no output this crate writes: give FILE.jsonl, a directory, postgres://... or delta:PATH (delta:s3://BUCKET/PATH for object storage)"
+                "--out {scheme}://...: {scheme}:// is no output this crate writes: give FILE.jsonl, a directory, postgres://... or delta:PATH (delta:s3://BUCKET/PATH for object storage)"
             )));
         } else if out.is_empty() {
             return Err(EtlError::InvalidInput(
@@ -308,20 +309,29 @@ fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
 }
 
 #[cfg(not(feature = "postgres"))]
-fn postgres_kind(url: &str) -> Result<Arc<dyn Kind>, EtlError> {
-    Err(missing_feature(url, "a PostgreSQL output", "postgres"))
+fn postgres_kind(_url: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    Err(missing_feature(
+        "postgres://...",
+        "a PostgreSQL table",
+        "postgres",
+    ))
 }
 
 #[cfg(feature = "delta")]
-fn delta_kind(_out: &str, location: &str) -> Result<Arc<dyn Kind>, EtlError> {
+fn delta_kind(location: &str) -> Result<Arc<dyn Kind>, EtlError> {
     Ok(Arc::new(keyed::Place::<etl_delta::DeltaSink>::new(
         location,
     )))
 }
 
 #[cfg(not(feature = "delta"))]
-fn delta_kind(out: &str, _location: &str) -> Result<Arc<dyn Kind>, EtlError> {
-    Err(missing_feature(out, "a Delta table output", "delta"))
+fn delta_kind(location: &str) -> Result<Arc<dyn Kind>, EtlError> {
+    let (form, feature) = if location.starts_with("s3://") {
+        ("delta:s3://BUCKET/PATH", "delta-s3")
+    } else {
+        ("delta:PATH", "delta")
+    };
+    Err(missing_feature(form, "a Delta table", feature))
 }
 
 /// `out` as messages show it: a URL without its password.
@@ -335,13 +345,12 @@ fn shown(out: &str) -> String {
     }
 }
 
-/// The error of an output this build leaves out.
+/// The error of an output this build leaves out: its form (never the
+/// URL given, which may hold a password) and the feature to enable.
 #[cfg(not(all(feature = "postgres", feature = "delta")))]
-fn missing_feature(out: &str, what: &str, feature: &str) -> EtlError {
-    // Never the whole URL: it may hold a password.
-    let form = out.split("://").next().unwrap_or(out);
+fn missing_feature(form: &str, what: &str, feature: &str) -> EtlError {
     EtlError::InvalidInput(format!(
-        "--out {form}...: {what} needs etl-sources built with its feature `{feature}`"
+        "--out {form}: {what} needs etl-sources built with its feature `{feature}` (features = [\"{feature}\"])"
     ))
 }
 
@@ -369,4 +378,30 @@ pub async fn run<S: Source>(
     on_page: impl FnMut(&Progress),
 ) -> Result<Summary, RunError> {
     run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_form_no_kind_takes_is_an_error_naming_the_forms() {
+        for out in ["ftp://example.com/x", "s3://bucket/t", ""] {
+            let e = Output::parse(out).unwrap_err().to_string();
+            assert!(
+                e.contains("postgres://") && e.contains("delta:PATH"),
+                "{out}: {e}"
+            );
+        }
+        let e = Output::parse("mysql://root:hunter2@db/x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mysql://") && !e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn a_password_never_shows_in_an_output_s_messages() {
+        let out = Output::parse("postgres://u:s3cret@127.0.0.1:1/db").unwrap();
+        assert!(!format!("{out:?}").contains("s3cret"), "{out:?}");
+    }
 }
