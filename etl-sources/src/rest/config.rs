@@ -21,8 +21,9 @@ use std::time::Duration;
 /// The file as written (see the "Any JSON API" chapter of the docs): the
 /// top level, and each `[[resource]]` entry, which takes the top level's
 /// keys as its defaults.
+// Unknown keys are not refused by serde here but by `unknown_keys`, so
+// that each is reported with every other problem of the file.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct File {
     name: Spanned<String>,
     #[serde(default)]
@@ -302,8 +303,16 @@ impl Resource {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Vec<Self>, ConfigError> {
         let at = Locator { text, origin };
-        let file: File = toml::from_str(text).map_err(|e| unknown_keys(text, &at, &e))?;
+        let unknown = unknown_keys(text, &at);
+        let file: File = match toml::from_str(text) {
+            Ok(file) => file,
+            Err(e) => {
+                unknown?;
+                return Err(at.toml(&e));
+            }
+        };
         let mut problems = Problems::default();
+        problems.take(unknown);
         problems.take(check_places(&file, &at));
         let base = problems.take(check_url(file.url.as_ref(), &file.name, &at));
         if file.resource.is_empty() {
@@ -480,10 +489,10 @@ impl Resource {
     }
 }
 
-/// What `toml` and serde refused: every key of the top level and of each
-/// `[[resource]]` that the file does not know (each with its line and the
-/// closest known key), or else the one error they gave.
-fn unknown_keys(text: &str, at: &Locator<'_>, e: &toml::de::Error) -> ConfigError {
+/// Every key of the top level and of each `[[resource]]` that a pipeline
+/// file does not know, each with its line and the closest known key. (A
+/// text that is not TOML is left to the parser's own error.)
+fn unknown_keys(text: &str, at: &Locator<'_>) -> Result<(), ConfigError> {
     /// The keys as written, each with where it stands.
     type Keys = BTreeMap<Spanned<String>, serde::de::IgnoredAny>;
     /// The `[[resource]]` entries' keys.
@@ -496,7 +505,7 @@ fn unknown_keys(text: &str, at: &Locator<'_>, e: &toml::de::Error) -> ConfigErro
         toml::from_str::<Keys>(text),
         toml::from_str::<Resources>(text),
     ) else {
-        return at.toml(e);
+        return Ok(());
     };
     let mut problems = Problems::default();
     let tables =
@@ -517,11 +526,7 @@ fn unknown_keys(text: &str, at: &Locator<'_>, e: &toml::de::Error) -> ConfigErro
             )));
         }
     }
-    if problems.any() {
-        problems.error()
-    } else {
-        at.toml(e)
-    }
+    problems.check()
 }
 
 /// The keys of the top level and of a `[[resource]]` ([`File`]'s fields).

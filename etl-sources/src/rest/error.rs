@@ -13,6 +13,9 @@ use std::ops::Range;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     problems: Vec<String>,
+    /// Each problem's line in the file, where it has one: the order they
+    /// are reported in.
+    lines: Vec<Option<usize>>,
 }
 
 impl fmt::Display for ConfigError {
@@ -32,6 +35,15 @@ impl ConfigError {
     pub fn new(message: String) -> Self {
         ConfigError {
             problems: vec![message],
+            lines: vec![None],
+        }
+    }
+
+    /// A problem found at `line` of the file.
+    fn at_line(line: usize, message: String) -> Self {
+        ConfigError {
+            problems: vec![message],
+            lines: vec![Some(line)],
         }
     }
 
@@ -46,7 +58,7 @@ impl ConfigError {
 /// with all of them.
 #[derive(Debug, Default)]
 pub(crate) struct Problems {
-    found: Vec<String>,
+    found: Vec<(Option<usize>, String)>,
 }
 
 impl Problems {
@@ -55,15 +67,10 @@ impl Problems {
         match result {
             Ok(value) => Some(value),
             Err(e) => {
-                self.found.extend(e.problems);
+                self.found.extend(e.lines.into_iter().zip(e.problems));
                 None
             }
         }
-    }
-
-    /// Whether a problem was found.
-    pub(crate) fn any(&self) -> bool {
-        !self.found.is_empty()
     }
 
     /// `Err` with every problem found, if any.
@@ -78,9 +85,16 @@ impl Problems {
     /// The problems found as one error: for a check that stopped with a
     /// value missing, whose problem (or its caller's) is among them.
     pub(crate) fn error(&self) -> ConfigError {
-        ConfigError {
-            problems: self.found.clone(),
-        }
+        // In the file's order (the checks run key group by key group); a
+        // problem with no line last.
+        // A top-level key every resource takes is reported once, not once
+        // a resource.
+        let mut found = self.found.clone();
+        found.sort_by_key(|(line, _)| line.unwrap_or(usize::MAX));
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|(_, message)| seen.insert(message.clone()));
+        let (lines, problems) = found.into_iter().unzip();
+        ConfigError { problems, lines }
     }
 }
 
@@ -117,10 +131,10 @@ impl Locator<'_> {
     /// line's text.
     pub(crate) fn at(&self, span: Range<usize>, message: &str) -> ConfigError {
         let (line, text) = self.line(span.start);
-        ConfigError::new(format!(
-            "{}, line {line}: {message}\n  {line} | {text}",
-            self.origin
-        ))
+        ConfigError::at_line(
+            line,
+            format!("{}, line {line}: {message}\n  {line} | {text}", self.origin),
+        )
     }
 
     /// The TOML parser's or serde's error, with its line, the key on that

@@ -607,3 +607,26 @@ fn every_unknown_key_is_named_at_once_with_the_closest_known() {
         "{e}"
     );
 }
+
+#[test]
+fn a_top_level_problem_every_resource_takes_is_reported_once_in_file_order() {
+    let file = r#"name = "shop"
+url = "http://127.0.0.1:8080/"
+records = "data"
+id = "/id"
+oops = 1
+
+[[resource]]
+name = "a"
+
+[[resource]]
+name = "b"
+"#;
+    let e = Resource::parse_every(file, "shop.toml", |_| None).unwrap_err();
+    assert_eq!(e.problems().len(), 2, "{e}");
+    assert!(e.problems()[0].contains("line 3: `records`"), "{e}");
+    assert!(
+        e.problems()[1].contains("line 5: unknown field `oops`"),
+        "{e}"
+    );
+}
