@@ -150,27 +150,7 @@ impl Pipeline {
                 }
             }
         }
-        let mut tables = Vec::with_capacity(run.len());
-        for (resource, written) in &run {
-            tables.push(if *written {
-                let target = Target::new(&resource.name, self.is_many());
-                Some(destination.open(target).await.map_err(|e| match e {
-                    etl_core::EtlError::InvalidInput(_) => {
-                        PipelineError::refused(format!("{e}; nothing was requested"))
-                    }
-                    e => PipelineError {
-                        refused: false,
-                        failures: vec![Failure {
-                            resource: Some(resource.name.clone()),
-                            message: e.to_string(),
-                        }],
-                        report: RunReport::default(),
-                    },
-                })?)
-            } else {
-                None
-            });
-        }
+        let tables = self.open_tables(&run, destination).await?;
         let sources = SourceOptions {
             timeout: options.timeout,
             max_retry_after: options.max_retry_after,
@@ -208,6 +188,32 @@ impl Pipeline {
             }
         }
         Ok(report(ended))
+    }
+
+    /// The table of each written resource of `run`, opened before any
+    /// request (`None` for a resource read only). One that cannot be opened
+    /// as given refuses the run.
+    async fn open_tables(
+        &self,
+        run: &[(&Resource, bool)],
+        destination: &dyn Destination<JsonRecord>,
+    ) -> Result<Vec<Option<Box<dyn Table<JsonRecord>>>>, PipelineError> {
+        let mut tables = Vec::with_capacity(run.len());
+        for (resource, written) in run {
+            if !written {
+                tables.push(None);
+                continue;
+            }
+            let target = Target::new(&resource.name, self.is_many());
+            let table = destination.open(target).await.map_err(|e| match e {
+                etl_core::EtlError::InvalidInput(_) => {
+                    PipelineError::refused(format!("{e}; nothing was requested"))
+                }
+                e => PipelineError::failed(&resource.name, e.to_string()),
+            })?;
+            tables.push(Some(table));
+        }
+        Ok(tables)
     }
 
     /// The resources a run reads, parents before their children, each

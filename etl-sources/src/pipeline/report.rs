@@ -155,6 +155,19 @@ impl PipelineError {
         }
     }
 
+    /// A run that failed at `resource`, for `message`, before any
+    /// resource ended.
+    pub(crate) fn failed(resource: &str, message: impl Into<String>) -> Self {
+        PipelineError {
+            refused: false,
+            failures: vec![Failure {
+                resource: Some(resource.to_owned()),
+                message: message.into(),
+            }],
+            report: RunReport::default(),
+        }
+    }
+
     /// 2 for a run refused before any request, 1 for one that failed.
     pub fn exit_code(&self) -> i32 {
         if self.refused {
