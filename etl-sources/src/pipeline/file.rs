@@ -46,10 +46,9 @@ impl Pipeline {
     /// Reads and checks the pipeline file at `path`, with secrets from the
     /// process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(format!("{}: cannot be read: {e}", path.display())))?;
-        Self::parse_with(&text, &path.display().to_string(), |name| {
-            std::env::var(name).ok()
+        Ok(Pipeline {
+            resources: Resource::load_every(path)?,
+            origin: path.display().to_string(),
         })
     }
 

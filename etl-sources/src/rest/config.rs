@@ -229,11 +229,28 @@ impl Resource {
     /// Reads and checks the pipeline file at `path`, with secrets from the
     /// process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::one_of(Self::load_every(path)?, &path.display().to_string())
+    }
+
+    /// Reads and checks every resource of the pipeline file at `path`,
+    /// with secrets from the process environment.
+    pub(crate) fn load_every(path: &Path) -> Result<Vec<Self>, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(format!("{}: cannot be read: {e}", path.display())))?;
-        Self::parse(&text, &path.display().to_string(), |name| {
+        Self::parse_every(&text, &path.display().to_string(), |name| {
             std::env::var(name).ok()
         })
+    }
+
+    /// The one resource of a file (`origin` in errors).
+    fn one_of(mut all: Vec<Self>, origin: &str) -> Result<Self, ConfigError> {
+        if all.len() > 1 {
+            return Err(ConfigError::new(format!(
+                "{origin}: holds {} resources, not one: read it with etl_sources::Pipeline",
+                all.len()
+            )));
+        }
+        Ok(all.remove(0))
     }
 
     /// Parses and checks `text` (named `origin` in errors), reading
@@ -260,24 +277,13 @@ impl Resource {
         origin: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let mut all = Self::parse_every(text, origin, env)?;
-        if all.len() > 1 {
-            return Err(ConfigError::new(format!(
-                "{origin}: holds {} resources, not one: read it with etl_sources::Pipeline",
-                all.len()
-            )));
-        }
-        Ok(all.remove(0))
+        Self::one_of(Self::parse_every(text, origin, env)?, origin)
     }
 
     /// Reads and checks every resource of the pipeline file at `path`.
     #[deprecated(note = "the whole file is `etl_sources::Pipeline::load`")]
     pub fn load_all(path: &Path) -> Result<Vec<Self>, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(format!("{}: cannot be read: {e}", path.display())))?;
-        Self::parse_every(&text, &path.display().to_string(), |name| {
-            std::env::var(name).ok()
-        })
+        Self::load_every(path)
     }
 
     /// Parses and checks every resource of `text`, in file order.
