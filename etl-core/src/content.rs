@@ -36,8 +36,26 @@ use crate::{EtlError, Record, Row};
 
 /// A content key in binary: the SHA-256 digest that [`content_id`] formats
 /// as hex. Stored this way it costs 32 bytes instead of a 64-byte `String`
-/// plus its heap header.
-pub(crate) type Digest = [u8; 32];
+/// plus its heap header. What [`crate::IdempotentSink`] hands a sink with a
+/// batch ([`Sink::load_keyed`](crate::Sink::load_keyed)); a sink turns it
+/// into keys with [`canonical_keyed`]. Only this crate makes one, so a
+/// digest is always a row's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Digest(pub(crate) [u8; 32]);
+
+impl AsRef<[u8]> for Digest {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Digest {
+    /// The content key it is: 64 lowercase hex digits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
 
 /// The content id of `canonical` under the entity kind `kind`: lowercase hex
 /// SHA-256 of `kind`, one `0x00` byte, then `canonical`.
@@ -89,7 +107,7 @@ pub fn try_content_id(kind: &str, canonical: &str) -> Result<String, EtlError> {
 pub(crate) fn digest(kind: &str, canonical: &[u8]) -> Digest {
     let mut hasher = kind_hasher(kind);
     hasher.update(canonical);
-    hasher.finalize().into()
+    Digest(hasher.finalize().into())
 }
 
 #[inline]
@@ -179,7 +197,7 @@ pub(crate) fn record_digest<T: Record + ?Sized>(row: &T) -> Result<Digest, EtlEr
     serde_json::to_writer(HashWriter(&mut hasher), row).map_err(|e| {
         EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
     })?;
-    Ok(hasher.finalize().into())
+    Ok(Digest(hasher.finalize().into()))
 }
 
 /// The digests of `rows`, in order, on every core for a large batch
@@ -233,19 +251,36 @@ pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError
 /// the two lengths differ.
 ///
 /// ```
-/// use etl_core::content::{canonical_batch, canonical_keyed};
-/// use etl_core::{Launch, Row};
+/// use async_trait::async_trait;
+/// use etl_core::content::{canonical_batch, canonical_keyed, Canonical, Digest};
+/// use etl_core::{EtlError, IdempotentSink, Launch, Row, Sink};
+/// use std::sync::Mutex;
 ///
-/// let rows = vec![Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() })];
-/// let hashed = canonical_batch(&rows)?;
-/// let key = &hashed[0].key;
-/// let mut digest = [0u8; 32];
-/// for (i, byte) in digest.iter_mut().enumerate() {
-///     *byte = u8::from_str_radix(&key[2 * i..2 * i + 2], 16)?;
+/// /// Keeps what it is handed, keys made from the digests it is given.
+/// #[derive(Default)]
+/// struct Kept(Mutex<Vec<Canonical>>);
+///
+/// #[async_trait]
+/// impl Sink for Kept {
+///     async fn load(&self, rows: &[Row]) -> Result<usize, EtlError> {
+///         self.0.lock().unwrap().extend(canonical_batch(rows)?);
+///         Ok(rows.len())
+///     }
+///     async fn load_keyed(&self, rows: &[Row], digests: &[Digest]) -> Result<usize, EtlError> {
+///         assert!(canonical_keyed(rows, &digests[1..]).is_err(), "one digest a row");
+///         self.0.lock().unwrap().extend(canonical_keyed(rows, digests)?);
+///         Ok(rows.len())
+///     }
 /// }
-/// assert_eq!(canonical_keyed(&rows, &[digest])?, hashed);
-/// assert!(canonical_keyed(&rows, &[]).is_err());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rows = vec![Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() })];
+/// let sink = IdempotentSink::new(Kept::default());
+/// sink.load(&rows).await?; // hashes the rows, and hands their digests on
+/// assert_eq!(*sink.inner().0.lock().unwrap(), canonical_batch(&rows)?);
+/// # Ok(())
+/// # }
 /// ```
 pub fn canonical_keyed<T: Record>(
     rows: &[T],
@@ -278,7 +313,7 @@ pub(crate) fn parse_key(key: &str) -> Option<Digest> {
     }
     let mut out = [0u8; 32];
     hex::decode_to_slice(bytes, &mut out).ok()?;
-    Some(out)
+    Some(Digest(out))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{canonical_batch, canonical_keyed, Canonical};
+use super::{canonical_batch, canonical_keyed, Canonical, Digest};
 use crate::{EtlError, Record, Row};
 
 /// A destination for rows of type `T` ([`Row`] unless said otherwise: the
@@ -36,12 +36,12 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
     async fn load(&self, rows: &[T]) -> Result<usize, EtlError>;
 
     /// [`Sink::load`], for a caller that already hashed the rows:
-    /// `digests[i]` is the SHA-256 digest whose hex form is
+    /// `digests[i]` is the [`Digest`] whose hex form is
     /// [`crate::content_key`]`(&rows[i])`. [`crate::IdempotentSink`] hands
     /// its batches on this way, so that a sink keyed by content (a database
     /// table) need not hash every row a second time. The default ignores
     /// the digests and calls `load`.
-    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+    async fn load_keyed(&self, rows: &[T], digests: &[Digest]) -> Result<usize, EtlError> {
         let _ = digests;
         self.load(rows).await
     }
@@ -54,7 +54,7 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
         (**self).load(rows).await
     }
 
-    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+    async fn load_keyed(&self, rows: &[T], digests: &[Digest]) -> Result<usize, EtlError> {
         (**self).load_keyed(rows, digests).await
     }
 }
@@ -118,7 +118,7 @@ impl<T: Record, S: CanonicalSink> Sink<T> for S {
 
     /// The rows' JSON without hashing them again (the keys are the digests
     /// an `IdempotentSink` in front computed).
-    async fn load_keyed(&self, rows: &[T], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+    async fn load_keyed(&self, rows: &[T], digests: &[Digest]) -> Result<usize, EtlError> {
         if rows.is_empty() {
             return Ok(0);
         }

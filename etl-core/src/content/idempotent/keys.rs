@@ -24,7 +24,7 @@ impl Hash for Key {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&self.0[..8]);
+        prefix.copy_from_slice(&self.0 .0[..8]);
         state.write_u64(u64::from_le_bytes(prefix));
     }
 }

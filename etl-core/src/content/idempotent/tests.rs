@@ -486,7 +486,11 @@ impl Sink for Keyed {
         panic!("IdempotentSink hands its batches on with their digests");
     }
 
-    async fn load_keyed(&self, rows: &[Row], digests: &[[u8; 32]]) -> Result<usize, EtlError> {
+    async fn load_keyed(
+        &self,
+        rows: &[Row],
+        digests: &[crate::content::Digest],
+    ) -> Result<usize, EtlError> {
         let keys = rows.iter().map(|r| r.content_key().unwrap()).collect();
         let handed = digests.iter().map(hex::encode).collect();
         self.0.lock().unwrap().push((keys, handed));
