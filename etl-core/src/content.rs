@@ -23,6 +23,8 @@ pub(crate) mod reject;
 pub(crate) mod row;
 pub(crate) mod sink;
 pub use sink::CanonicalSink;
+mod canonical_json;
+pub use canonical_json::{CanonicalJson, JsonKey};
 #[cfg(test)]
 mod test_log;
 

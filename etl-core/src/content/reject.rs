@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use crate::content::jsonl::{append, io_error, open_append};
-use crate::content::{digest, Digest};
+use crate::content::{digest, CanonicalJson, Digest};
 use crate::EtlError;
 
 /// The kind tag under which [`Reject::key`] hashes the raw entry.
@@ -95,14 +95,14 @@ impl Reject {
     }
 }
 
-/// `raw` as canonical JSON: compact, the keys of every object sorted (as
-/// serde_json's `Value` writes it, the form content keys hash). A value
-/// `Value` cannot hold (a number beyond `f64`) is kept as sent, on one line:
-/// JSON text has no line break but as whitespace.
+/// `raw` in the one canonical form ([`CanonicalJson`], the form content
+/// keys hash and rows are stored in). A value that form cannot hold (a
+/// number beyond `f64`) is kept as sent, on one line: JSON text has no line
+/// break but as whitespace.
 fn canonical(raw: &RawValue) -> Box<RawValue> {
-    serde_json::from_str::<serde_json::Value>(raw.get())
+    CanonicalJson::of(raw.get())
         .ok()
-        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+        .and_then(|c| RawValue::from_string(c.into_string()).ok())
         .unwrap_or_else(|| {
             let one_line = raw.get().replace(['\n', '\r'], " ");
             RawValue::from_string(one_line).unwrap_or_else(|_| raw.to_owned())

@@ -22,7 +22,6 @@
 //! ```
 
 mod auth;
-mod canonical;
 mod config;
 mod error;
 mod family;

@@ -2,10 +2,10 @@
 //! looked up in a page's text ([`Body`]) without building the page as a
 //! tree.
 
+use etl_core::content::JsonKey;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -165,7 +165,7 @@ impl<'de> Visitor<'de> for HeadVisitor<'_> {
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
-        while let Some(key) = map.next_key::<Key<'de>>()? {
+        while let Some(key) = map.next_key::<JsonKey<'de>>()? {
             let Scalar(value) = map.next_value()?;
             if key.0 == self.name {
                 *self.found = Some(value);
@@ -230,7 +230,7 @@ fn descend<'a>(mut node: &'a str, tokens: &[String]) -> Result<Option<&'a str>, 
 fn step<'a>(node: &'a str, token: &str) -> Result<Option<&'a str>, serde_json::Error> {
     let text = node.trim_start();
     Ok(if text.starts_with('{') {
-        let map: HashMap<Key<'a>, &'a RawValue> = serde_json::from_str(node)?;
+        let map: HashMap<JsonKey<'a>, &'a RawValue> = serde_json::from_str(node)?;
         map.get(token).map(|v| v.get())
     } else if text.starts_with('[') {
         let items: Vec<&'a RawValue> = serde_json::from_str(node)?;
@@ -238,42 +238,6 @@ fn step<'a>(node: &'a str, token: &str) -> Result<Option<&'a str>, serde_json::E
     } else {
         None
     })
-}
-
-/// An object key, borrowed from the text unless it has escapes (serde's
-/// own `Cow<str>` always copies). Of a key sent twice, a map keeps the
-/// last, as `serde_json::Value` does.
-#[derive(PartialEq, Eq, Hash)]
-pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
-
-impl std::borrow::Borrow<str> for Key<'_> {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
-
-        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
-            type Value = Key<'a>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'a>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-
-            fn visit_str<E>(self, v: &str) -> Result<Key<'a>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-
-        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
-    }
 }
 
 /// A page's body with its top level read, once: the whole text checked to
@@ -284,7 +248,7 @@ pub(crate) struct Body<'a> {
 }
 
 enum Top<'a> {
-    Object(HashMap<Key<'a>, &'a RawValue>),
+    Object(HashMap<JsonKey<'a>, &'a RawValue>),
     Array(Vec<&'a RawValue>),
     Scalar,
 }
@@ -397,7 +361,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
 
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Top<'a>, M::Error> {
                 let mut members = HashMap::new();
-                while let Some((k, v)) = map.next_entry::<Key<'a>, &'de RawValue>()? {
+                while let Some((k, v)) = map.next_entry::<JsonKey<'a>, &'de RawValue>()? {
                     members.insert(k, v);
                 }
                 Ok(Top::Object(members))

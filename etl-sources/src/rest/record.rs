@@ -6,9 +6,9 @@ use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::canonical::Canonical;
 use super::pointer::Pointer;
 use super::stamp::{self, UpdatedAt};
+use etl_core::content::CanonicalJson;
 
 /// The member a child resource's records carry: the values of its parent
 /// record it was fetched with (`{"_parent": {NAME: value, ...}}`), so that
@@ -73,7 +73,7 @@ impl JsonRecord {
         updated_at: Option<&UpdatedAt>,
         parent: Option<&str>,
     ) -> Result<Self, String> {
-        let mut canonical = Canonical::of(entry).map_err(|e| e.to_string())?;
+        let mut canonical = CanonicalJson::of(entry).map_err(|e| e.to_string())?;
         if !canonical.is_object() {
             return Err("not a JSON object".into());
         }
@@ -82,7 +82,7 @@ impl JsonRecord {
                 .insert(PARENT_MEMBER, parent)
                 .map_err(|e| e.to_string())?;
         }
-        let found = |p: &Pointer| canonical.value_at(p).map_err(|e| e.to_string());
+        let found = |p: &Pointer| value_at(&canonical, p).map_err(|e| e.to_string());
         let id_text = match found(id)? {
             Some(Value::String(s)) if !s.is_empty() => s,
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
@@ -103,7 +103,8 @@ impl JsonRecord {
                     .map_err(|e| format!("updated_at {}: {e}", at.pointer))?,
             },
         };
-        let canonical = RawValue::from_string(canonical.text).map_err(|e| e.to_string())?;
+        let canonical =
+            RawValue::from_string(canonical.into_string()).map_err(|e| e.to_string())?;
         Ok(JsonRecord {
             canonical,
             id: id_text,
@@ -172,9 +173,45 @@ pub(crate) fn read_entries(
     (records, rejects)
 }
 
+/// The value at `pointer` in `canonical`, parsed (a record's id or update
+/// time); `None` when nothing is there or `pointer` is the whole value. The
+/// first step is a lookup among the top-level members found while the
+/// canonical text was written, not a second parse.
+fn value_at(
+    canonical: &CanonicalJson<'_>,
+    pointer: &Pointer,
+) -> Result<Option<Value>, serde_json::Error> {
+    pointer.value_below(|first| canonical.member(first))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pointers_find_the_top_members_and_below() {
+        let p = |t: &str| Pointer::parse(t).unwrap();
+        let c = CanonicalJson::of(
+            r#"{"id":1,"a/b":{"~":[10,{"x":"deep"}]},"id":"last","t":null,"n":{"id":2}}"#,
+        )
+        .unwrap();
+        for (pointer, want) in [
+            ("/id", Some(serde_json::json!("last"))),
+            ("/a~1b/~0/1/x", Some(serde_json::json!("deep"))),
+            ("/a~1b/~0/0", Some(serde_json::json!(10))),
+            ("/t", Some(Value::Null)),
+            ("/n/id", Some(serde_json::json!(2))),
+            ("/missing", None),
+            ("/a~1b/~0/2", None),
+            ("/id/0", None),
+            ("", None),
+        ] {
+            assert_eq!(value_at(&c, &p(pointer)).unwrap(), want, "{pointer}");
+        }
+        let array = CanonicalJson::of(r#"[{"id":1}]"#).unwrap();
+        assert!(!array.is_object());
+        assert_eq!(value_at(&array, &p("/0")).unwrap(), None, "no top member");
+    }
 
     #[test]
     fn keys_are_sorted_at_every_level() {

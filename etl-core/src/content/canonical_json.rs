@@ -1,4 +1,6 @@
-//! Canonical JSON text, written straight from serde_json's parser: the
+//! [`CanonicalJson`]: the one canonical JSON form of the workspace (content
+//! keys hash it, JSONL lines and table rows store it, rejects keep it),
+//! written straight from serde_json's parser: the
 //! text `serde_json::to_string` gives for the `serde_json::Value` the
 //! input parses into (compact, every object's keys in sorted order, the
 //! last of repeated keys kept), without building that `Value`.
@@ -16,22 +18,35 @@ use std::fmt;
 use std::ops::Range;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
 
-use super::pointer::{Key, Pointer};
-
-/// A value in canonical form, with where the members of a top-level object
-/// are in it (for the pointers that pick a record's id and update time).
-pub(crate) struct Canonical<'a> {
-    pub(crate) text: String,
+/// A JSON value in canonical form (compact, every object's keys sorted, the
+/// last of repeated keys kept: the text `serde_json::to_string` gives for
+/// the `serde_json::Value` it parses into), with where the members of a
+/// top-level object stand in it, so that a record's id or update time is
+/// found without a second parse.
+///
+/// ```
+/// use etl_core::content::CanonicalJson;
+///
+/// let mut c = CanonicalJson::of(r#"{ "b": [1, 2.50], "a": {"y": null, "x": "é"} }"#)?;
+/// assert_eq!(c.as_str(), r#"{"a":{"x":"é","y":null},"b":[1,2.5]}"#);
+/// assert_eq!(c.member("b"), Some("[1,2.5]"));
+/// c.insert("_parent", r#"{"n":1}"#)?;
+/// assert_eq!(c.as_str(), r#"{"_parent":{"n":1},"a":{"x":"é","y":null},"b":[1,2.5]}"#);
+/// assert!(CanonicalJson::of("{").is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct CanonicalJson<'a> {
+    text: String,
     /// A top-level object's members, by key (sorted, each key once), with
     /// the range of each value in `text`; empty for any other value.
     members: Vec<(Cow<'a, str>, Range<usize>)>,
 }
 
-impl<'a> Canonical<'a> {
+impl<'a> CanonicalJson<'a> {
     /// `text`'s canonical form; an error when `text` is not one JSON value.
-    pub(crate) fn of(text: &'a str) -> Result<Self, serde_json::Error> {
+    pub fn of(text: &'a str) -> Result<Self, serde_json::Error> {
         let mut out = Vec::with_capacity(text.len());
         let mut members = Vec::new();
         let mut de = serde_json::Deserializer::from_str(text);
@@ -44,14 +59,14 @@ impl<'a> Canonical<'a> {
         // Only serde_json's own output and slices of `text` went in, so
         // this never fails; an error rather than a panic all the same.
         let text = String::from_utf8(out).map_err(serde::de::Error::custom)?;
-        Ok(Canonical { text, members })
+        Ok(CanonicalJson { text, members })
     }
 
     /// Sets the top-level member `key` to `value` (canonical JSON text),
     /// in its sorted place: the text `Value::insert` then `to_string` would
     /// give, written into the text already made rather than parsed again.
     /// Only for an object.
-    pub(crate) fn insert(&mut self, key: &'a str, value: &str) -> Result<(), serde_json::Error> {
+    pub fn insert(&mut self, key: &'a str, value: &str) -> Result<(), serde_json::Error> {
         let written_key = serde_json::to_string(key)?;
         let member = format!("{written_key}:{value}");
         let at = self.members.binary_search_by(|(k, _)| k.as_ref().cmp(key));
@@ -89,29 +104,71 @@ impl<'a> Canonical<'a> {
     }
 
     /// Whether the value is an object.
-    pub(crate) fn is_object(&self) -> bool {
+    pub fn is_object(&self) -> bool {
         self.text.starts_with('{')
     }
 
-    /// The value at `pointer`, parsed (a record's id or update time);
-    /// `None` when nothing is there or `pointer` is the whole value. The
-    /// first step is a lookup among the top-level members found while
-    /// writing the text, not a second parse.
-    pub(crate) fn value_at(&self, pointer: &Pointer) -> Result<Option<Value>, serde_json::Error> {
-        pointer.value_below(|first| {
-            let at = self
-                .members
-                .binary_search_by(|(key, _)| key.as_ref().cmp(first))
-                .ok()?;
-            Some(&self.text[self.members[at].1.clone()])
-        })
+    /// The canonical text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The canonical text, taken out.
+    pub fn into_string(self) -> String {
+        self.text
+    }
+
+    /// The canonical text of the top-level member `key` of an object
+    /// (`None` for another value, or a key it lacks).
+    pub fn member(&self, key: &str) -> Option<&str> {
+        let at = self
+            .members
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()?;
+        Some(&self.text[self.members[at].1.clone()])
     }
 }
 
 /// `text`'s canonical form; an error when `text` is not one JSON value.
 #[cfg(test)]
 fn canonical(text: &str) -> Result<String, serde_json::Error> {
-    Canonical::of(text).map(|c| c.text)
+    CanonicalJson::of(text).map(CanonicalJson::into_string)
+}
+
+/// An object key as the parser hands it over: borrowed from the text unless
+/// it has escapes (serde's own `Cow<str>` always copies). Of a key sent
+/// twice, a map keeps the last, as `serde_json::Value` does.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonKey<'a>(pub Cow<'a, str>);
+
+impl std::borrow::Borrow<str> for JsonKey<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for JsonKey<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+            type Value = JsonKey<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<JsonKey<'a>, E> {
+                Ok(JsonKey(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<JsonKey<'a>, E> {
+                Ok(JsonKey(Cow::Owned(v.to_owned())))
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
 }
 
 /// Writes the value it is handed to `out`, canonical; an object's members
@@ -208,8 +265,8 @@ impl<'de: 'k, 'k> Visitor<'de> for Canon<'_, 'k> {
         // order sent; then the object is assembled once, in key order, and
         // moved down to where it starts.
         let start = self.out.len();
-        let mut members: Vec<(Key<'de>, Range<usize>)> = Vec::new();
-        while let Some(key) = map.next_key::<Key<'de>>()? {
+        let mut members: Vec<(JsonKey<'de>, Range<usize>)> = Vec::new();
+        while let Some(key) = map.next_key::<JsonKey<'de>>()? {
             let at = self.out.len();
             map.next_value_seed(self.nested())?;
             members.push((key, at..self.out.len()));
@@ -222,7 +279,7 @@ impl<'de: 'k, 'k> Visitor<'de> for Canon<'_, 'k> {
         let shift = assembled - start;
         self.out.push(b'{');
         let mut members = members.into_iter().peekable();
-        while let Some((Key(key), value)) = members.next() {
+        while let Some((JsonKey(key), value)) = members.next() {
             if members.peek().is_some_and(|next| next.0 .0 == key) {
                 continue;
             }
@@ -249,6 +306,7 @@ impl<'de: 'k, 'k> Visitor<'de> for Canon<'_, 'k> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
 
     /// What the canonical form is defined as: `Value`'s compact text.
     fn by_value(text: &str) -> String {
@@ -272,28 +330,19 @@ mod tests {
     }
 
     #[test]
-    fn pointers_find_the_top_members_and_below() {
-        let p = |t: &str| Pointer::parse(t).unwrap();
-        let c = Canonical::of(
-            r#"{"id":1,"a/b":{"~":[10,{"x":"deep"}]},"id":"last","t":null,"n":{"id":2}}"#,
-        )
-        .unwrap();
-        for (pointer, want) in [
-            ("/id", Some(serde_json::json!("last"))),
-            ("/a~1b/~0/1/x", Some(serde_json::json!("deep"))),
-            ("/a~1b/~0/0", Some(serde_json::json!(10))),
-            ("/t", Some(Value::Null)),
-            ("/n/id", Some(serde_json::json!(2))),
-            ("/missing", None),
-            ("/a~1b/~0/2", None),
-            ("/id/0", None),
-            ("", None),
-        ] {
-            assert_eq!(c.value_at(&p(pointer)).unwrap(), want, "{pointer}");
-        }
-        let array = Canonical::of(r#"[{"id":1}]"#).unwrap();
+    fn the_top_members_are_found_in_the_text() {
+        let c = CanonicalJson::of(r#"{"id":1,"a/b":{"~":[10]},"id":"last","t":null}"#).unwrap();
+        assert_eq!(
+            c.member("id"),
+            Some(r#""last""#),
+            "the last of a repeated key"
+        );
+        assert_eq!(c.member("a/b"), Some(r#"{"~":[10]}"#));
+        assert_eq!(c.member("t"), Some("null"));
+        assert_eq!(c.member("missing"), None);
+        let array = CanonicalJson::of(r#"[{"id":1}]"#).unwrap();
         assert!(!array.is_object());
-        assert_eq!(array.value_at(&p("/0")).unwrap(), None, "no top member");
+        assert_eq!(array.member("0"), None, "no top member");
     }
 
     #[test]
@@ -363,6 +412,7 @@ mod tests {
 #[cfg(test)]
 mod insert_tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn a_member_goes_in_its_sorted_place_as_value_insert_puts_it() {
@@ -375,20 +425,15 @@ mod insert_tests {
             r#"{"_parent": {"old": 1}, "id": 2}"#,
             r#"{"a\"b": 1, "_a": [1, 2]}"#,
         ] {
-            let mut c = Canonical::of(text).unwrap();
+            let mut c = CanonicalJson::of(text).unwrap();
             c.insert("_parent", parent).unwrap();
             let mut expected: Value = serde_json::from_str(text).unwrap();
             expected["_parent"] = serde_json::from_str(parent).unwrap();
-            assert_eq!(c.text, expected.to_string(), "{text}");
+            assert_eq!(c.as_str(), expected.to_string(), "{text}");
             // The members still point at their values.
             for (key, value) in expected.as_object().unwrap() {
-                let p = Pointer::parse(&format!("/{}", key.replace('~', "~0").replace('/', "~1")))
-                    .unwrap();
-                assert_eq!(
-                    c.value_at(&p).unwrap().as_ref(),
-                    Some(value),
-                    "{text}: {key}"
-                );
+                let found: Value = serde_json::from_str(c.member(key).unwrap()).unwrap();
+                assert_eq!(&found, value, "{text}: {key}");
             }
         }
     }
