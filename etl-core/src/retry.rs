@@ -18,7 +18,14 @@ mod reshape;
 pub(crate) mod run;
 mod timed;
 
-pub use breaker::{BreakerSlot, CircuitBreaker, CircuitOpen, NoBreaker};
+pub use breaker::{CircuitBreaker, CircuitOpen};
+// The type-state plumbing of `Retry`'s type parameters: named in its bounds,
+// so nameable, but not API (users set options, they never name these) and
+// out of the docs. Re-exported here rather than left unnamed, because
+// rustc's diagnostics name a trait by its shortest visible path: unnamed,
+// a misuse would read `retry::timed::CutSlot<E>` instead of `CutSlot<E>`.
+#[doc(hidden)]
+pub use breaker::{BreakerSlot, NoBreaker};
 pub use budget::RetryBudget;
 pub use builder::Retry;
 pub use classify::{
@@ -26,7 +33,9 @@ pub use classify::{
 };
 pub use jitter::Jitter;
 pub use report::{Observer, RetryEvent, RetryReport, Stop};
-pub use timed::{Clocked, Cut, CutSlot, Cutoff, NoCutoff, RunCut, TimeLimit, TimedOut, Uncut};
+#[doc(hidden)]
+pub use timed::{Clocked, CutSlot, NoCutoff, RunCut, Uncut};
+pub use timed::{Cut, Cutoff, TimeLimit, TimedOut};
 
 use std::future::Future;
 use std::time::Duration;

@@ -33,8 +33,8 @@ use crate::RetryPolicy;
 /// The type parameters record what the run methods must ask of the error
 /// type, and change as options are set: `C` decides what is retried
 /// ([`ByError`], or [`When`] after [`Retry::when`]), `T` whether attempts
-/// are cut ([`Uncut`], or [`Cut`] after [`Retry::attempt_timeout`]:
-/// `E: From<TimedOut>`), `B` the circuit breaker ([`NoBreaker`], or
+/// are cut (`Uncut`, or [`Cut`] after [`Retry::attempt_timeout`]:
+/// `E: From<TimedOut>`), `B` the circuit breaker (`NoBreaker`, or
 /// `&CircuitBreaker` after [`Retry::breaker`]: `E: From<CircuitOpen>`).
 ///
 /// ```
@@ -356,8 +356,8 @@ impl<'a, C, T, B> Retry<'a, C, T, B> {
     /// with its result, so the loop holds no borrow while an attempt runs
     /// and the future is `Send` when the attempt's is. An attempt is cut
     /// (`attempt_timeout`, a deadline in flight) only inside the `run` of
-    /// the cutoff it is given ([`CutSlot::Cutoff`]: a
-    /// [`Cutoff`](super::Cutoff), or a [`NoCutoff`](super::NoCutoff) that
+    /// the cutoff it is given (its `CutSlot::Cutoff`: a
+    /// [`Cutoff`](super::Cutoff), or a `NoCutoff` that
     /// only awaits), so that a cut attempt still hands `ctx` back. This is what `#[retry]` expands to on a `&mut self`
     /// method.
     ///
