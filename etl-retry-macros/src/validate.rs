@@ -90,76 +90,16 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
     let mut given = Given::default();
     let mut seen: Vec<Ident> = Vec::new();
     for Arg { key, value } in args {
-        let name = key.to_string();
-        if !KEYS.contains(&name.as_str()) {
-            errors.push(syn::Error::new(key.span(), unknown_key(&name)));
-            continue;
-        }
-        if let Some(first) = seen.iter().find(|k| **k == key) {
-            let mut e =
-                syn::Error::new(key.span(), format!("duplicate key `{name}`: give it once"));
-            e.combine(syn::Error::new(
-                first.span(),
-                format!("`{name}` first given here"),
-            ));
-            errors.push(e);
-            continue;
-        }
-        seen.push(key.clone());
-        let Some(value) = value else {
-            errors.push(syn::Error::new(
-                key.span(),
-                format!("`{name}` needs a value: {}", example(&name)),
-            ));
+        let Some(value) = checked_key(&key, value, &mut seen, errors) else {
             continue;
         };
-        let outcome = match name.as_str() {
-            "max_attempts" => max_attempts(&value).map(|n| given.max_attempts = Some(n)),
-            "base" => duration(&name, &value).map(|d| given.base = Some((d, value.span()))),
-            "max" => duration(&name, &value).map(|d| given.max = Some((d, value.span()))),
-            "jitter" => jitter(&value).map(|j| given.options.jitter = Some(j)),
-            "deadline" => duration(&name, &value).map(|d| given.options.deadline = Some(d)),
-            "max_retry_after" => {
-                duration(&name, &value).map(|d| given.options.max_retry_after = Some(d))
-            }
-            "on_retry" => fn_path(&name, &value).map(|p| given.options.on_retry = Some(p)),
-            "when" => fn_path(&name, &value).map(|p| given.options.when = Some(p)),
-            "breaker" => static_path(&value).map(|p| given.options.breaker = Some(p)),
-            "attempt_timeout" => duration(&name, &value)
-                .map(|d| given.options.attempt_timeout = Some((d, key.span()))),
-            "budget" => {
-                given.options.budget = Some(value);
-                Ok(())
-            }
-            _ => crate_path(&value).map(|p| given.krate = Some(p)),
-        };
-        if let Err(e) = outcome {
+        if let Err(e) = given.take(&key, value) {
             errors.push(e);
         }
     }
-
     let base = given.base.map_or(DEFAULT_BASE, |(d, _)| d);
     let max = given.max.map_or(DEFAULT_MAX, |(d, _)| d);
-    if base > max {
-        let span = given
-            .base
-            .map(|(_, s)| s)
-            .or(given.max.map(|(_, s)| s))
-            .unwrap_or_else(Span::call_site);
-        errors.push(syn::Error::new(
-            span,
-            format!(
-                "`base` ({}) is above `max` ({}): the first wait would already exceed the cap{}",
-                humantime::format_duration(base),
-                humantime::format_duration(max),
-                if given.max.is_none() {
-                    " (`max` defaults to 10s)"
-                } else {
-                    ""
-                },
-            ),
-        ));
-    }
+    check_base_below_max(&given, base, max, errors);
     if errors.is_empty() {
         Some(Policy {
             max_attempts: given.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
@@ -171,6 +111,92 @@ pub fn policy(args: Vec<Arg>, errors: &mut Errors) -> Option<Policy> {
     } else {
         None
     }
+}
+
+/// `key`'s value, if the key is known, not given before (`seen`, which a
+/// known key joins, with or without a value) and has a value; otherwise
+/// the error is pushed and `None` returned.
+fn checked_key(
+    key: &Ident,
+    value: Option<Expr>,
+    seen: &mut Vec<Ident>,
+    errors: &mut Errors,
+) -> Option<Expr> {
+    let name = key.to_string();
+    if !KEYS.contains(&name.as_str()) {
+        errors.push(syn::Error::new(key.span(), unknown_key(&name)));
+        return None;
+    }
+    if let Some(first) = seen.iter().find(|k| *k == key) {
+        let mut e = syn::Error::new(key.span(), format!("duplicate key `{name}`: give it once"));
+        e.combine(syn::Error::new(
+            first.span(),
+            format!("`{name}` first given here"),
+        ));
+        errors.push(e);
+        return None;
+    }
+    seen.push(key.clone());
+    if value.is_none() {
+        errors.push(syn::Error::new(
+            key.span(),
+            format!("`{name}` needs a value: {}", example(&name)),
+        ));
+    }
+    value
+}
+
+impl Given {
+    /// Reads `value` as the known key `key`'s.
+    fn take(&mut self, key: &Ident, value: Expr) -> syn::Result<()> {
+        let name = key.to_string();
+        match name.as_str() {
+            "max_attempts" => max_attempts(&value).map(|n| self.max_attempts = Some(n)),
+            "base" => duration(&name, &value).map(|d| self.base = Some((d, value.span()))),
+            "max" => duration(&name, &value).map(|d| self.max = Some((d, value.span()))),
+            "jitter" => jitter(&value).map(|j| self.options.jitter = Some(j)),
+            "deadline" => duration(&name, &value).map(|d| self.options.deadline = Some(d)),
+            "max_retry_after" => {
+                duration(&name, &value).map(|d| self.options.max_retry_after = Some(d))
+            }
+            "on_retry" => fn_path(&name, &value).map(|p| self.options.on_retry = Some(p)),
+            "when" => fn_path(&name, &value).map(|p| self.options.when = Some(p)),
+            "breaker" => static_path(&value).map(|p| self.options.breaker = Some(p)),
+            "attempt_timeout" => duration(&name, &value)
+                .map(|d| self.options.attempt_timeout = Some((d, key.span()))),
+            "budget" => {
+                self.options.budget = Some(value);
+                Ok(())
+            }
+            _ => crate_path(&value).map(|p| self.krate = Some(p)),
+        }
+    }
+}
+
+/// `base` above `max` (after defaults are filled in) is an error on the
+/// key given, `base` first.
+fn check_base_below_max(given: &Given, base: Duration, max: Duration, errors: &mut Errors) {
+    if base <= max {
+        return;
+    }
+    let span = given
+        .base
+        .map(|(_, s)| s)
+        .or(given.max.map(|(_, s)| s))
+        .unwrap_or_else(Span::call_site);
+    errors.push(syn::Error::new(
+        span,
+        format!(
+            "`base` ({}) is above `max` ({}): the first wait would already exceed the cap{}",
+            humantime::format_duration(base),
+            humantime::format_duration(max),
+            if given.max.is_none() {
+                " (`max` defaults to 10s)"
+            } else {
+                ""
+            },
+        ),
+    ));
 }
 
 fn example(key: &str) -> &'static str {

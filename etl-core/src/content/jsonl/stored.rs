@@ -72,15 +72,7 @@ pub(crate) fn each_piece(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_error(path, "open", e)),
     };
-    let (pieces, threads) = if len < PARALLEL_MIN_BYTES {
-        (1, 1)
-    } else {
-        let threads = cores();
-        (
-            len.div_ceil(PIECE_BYTES).max(threads as u64) as usize,
-            threads,
-        )
-    };
+    let (pieces, threads) = plan(len);
     let bound = |i: usize| len * i as u64 / pieces as u64;
     let next = AtomicUsize::new(0);
     // Takes the next piece, if any, and hashes it with this thread's reader
@@ -141,6 +133,26 @@ pub(crate) fn each_piece(
     if let Some(e) = failed {
         return Err(io_error(path, "read", e));
     }
+    warn_odd_lines(path, counts);
+    Ok(())
+}
+
+/// How many pieces a file of `len` bytes is hashed in, and on how many
+/// threads: one of each for a small file, else pieces of about
+/// `PIECE_BYTES`, at least one a core.
+fn plan(len: u64) -> (usize, usize) {
+    if len < PARALLEL_MIN_BYTES {
+        return (1, 1);
+    }
+    let threads = cores();
+    let pieces = len.div_ceil(PIECE_BYTES).max(threads as u64) as usize;
+    (pieces, threads)
+}
+
+/// One warning a line that is not a row, numbered in the whole file, in
+/// file order: `counts` holds each piece's (index, line count, odd lines
+/// counted from the piece's start).
+fn warn_odd_lines(path: &Path, mut counts: Vec<(usize, u64, Vec<u64>)>) {
     counts.sort_unstable_by_key(|&(i, _, _)| i);
     let mut before = 0u64;
     for (_, lines, odd) in counts {
@@ -149,7 +161,6 @@ pub(crate) fn each_piece(
         }
         before += lines;
     }
-    Ok(())
 }
 
 /// A reader of the file with a 1 MB buffer: lines are hashed where they lie
