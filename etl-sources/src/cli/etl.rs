@@ -239,22 +239,11 @@ fn in_span<R>(named: bool, resource: Option<&str>, f: impl FnOnce() -> R) -> R {
 /// The output the flags name for `pipeline`: `--out` as the file's
 /// resources need it (with one resource a path is its file; with many, a
 /// directory unless it ends in `.jsonl`), its default (`NAME.jsonl`, or
-/// the working directory), `--pg-table` and `--rejects` (of one resource
-/// only).
+/// the working directory), `--pg-table` and `--rejects`.
 fn output(flags: &Flags, pipeline: &Pipeline) -> Result<Output, String> {
+    // `--pg-table` or `--rejects` with many resources is refused by the
+    // run itself (`Output`'s check), before any request.
     let many = pipeline.is_many();
-    if many {
-        for (given, flag) in [
-            (flags.pg_table.is_some(), "--pg-table"),
-            (flags.rejects.is_some(), "--rejects"),
-        ] {
-            if given {
-                return Err(format!(
-                    "{flag} names one output, and this file holds many resources: each resource's is its own (--out holds them)"
-                ));
-            }
-        }
-    }
     let output = match (&flags.out, many) {
         (Some(out), true) => Output::parse(out),
         (Some(out), false) => Output::parse_file(out),

@@ -166,24 +166,24 @@ impl Pipeline {
         };
         for family in families(&run) {
             let mut failures = Vec::new();
-            let runs = self
+            let runs = match self
                 .run_family(&family, &run, &tables, &sources, &options)
-                .await;
+                .await
+            {
+                Ok(runs) => runs,
+                Err((at, message)) => {
+                    let failure = Failure::of(&run[at].0.name, message);
+                    return Err(PipelineError::failed(vec![failure], report(ended)));
+                }
+            };
             for (&at, outcome) in family.iter().zip(runs) {
                 match outcome {
                     Ok(entry) => ended.push((at, entry)),
-                    Err(message) => failures.push(Failure {
-                        resource: Some(run[at].0.name.clone()),
-                        message,
-                    }),
+                    Err(message) => failures.push(Failure::of(&run[at].0.name, message)),
                 }
             }
             if !failures.is_empty() {
-                return Err(PipelineError {
-                    refused: false,
-                    failures,
-                    report: report(ended),
-                });
+                return Err(PipelineError::failed(failures, report(ended)));
             }
         }
         Ok(report(ended))
@@ -208,7 +208,10 @@ impl Pipeline {
                 etl_core::EtlError::InvalidInput(_) => {
                     PipelineError::refused(format!("{e}; nothing was requested"))
                 }
-                e => PipelineError::failed(&resource.name, e.to_string()),
+                e => PipelineError::failed(
+                    vec![Failure::of(&resource.name, e.to_string())],
+                    RunReport::default(),
+                ),
             })?;
             tables.push(Some(table));
         }
@@ -258,7 +261,9 @@ impl Pipeline {
     }
 
     /// One family's resources side by side, each fed by its parent; what
-    /// each did, or what stopped it, in the family's order.
+    /// each did, or what stopped it, in the family's order. Every source is
+    /// made before any starts: one that cannot be made (`Err`: its place in
+    /// `run` and why) stops the family before any request.
     async fn run_family(
         &self,
         family: &[usize],
@@ -266,21 +271,21 @@ impl Pipeline {
         tables: &[Option<Box<dyn Table<JsonRecord>>>],
         sources: &SourceOptions,
         options: &RunOptions,
-    ) -> Vec<Result<ResourceReport, String>> {
+    ) -> Result<Vec<Result<ResourceReport, String>>, (usize, String)> {
         let (mut feeders, feeds) = wire_family(family, run);
         let mut runs: Vec<BoxFuture<'_, Result<ResourceReport, String>>> = Vec::new();
         for (&at, fed) in family.iter().zip(feeds) {
             let resource = run[at].0;
+            let name = resource.name.as_str();
             let feeders = std::mem::take(&mut feeders[runs.len()]);
             let table = tables[at].as_deref();
             // With many resources in the file, each log line names its
             // own (a span, in the text and the JSON format alike).
             let span = if self.is_many() {
-                tracing::info_span!("resource", resource = resource.name.as_str())
+                tracing::info_span!("resource", resource = name)
             } else {
                 tracing::Span::none()
             };
-            let name = resource.name.as_str();
             runs.push(match fed {
                 Some(fed) => {
                     let source = ChildSource::new(resource.clone(), sources.clone(), fed);
@@ -292,19 +297,20 @@ impl Pipeline {
                         span,
                     )
                 }
-                None => match RestSource::new(resource.clone(), sources.clone()) {
-                    Ok(source) => one(
+                None => {
+                    let source = RestSource::new(resource.clone(), sources.clone())
+                        .map_err(|e| (at, e.to_string()))?;
+                    one(
                         name,
                         table,
                         Tapped::new(source, name, feeders),
                         options,
                         span,
-                    ),
-                    Err(e) => std::future::ready(Err(e.to_string())).boxed(),
-                },
+                    )
+                }
             });
         }
-        futures_util::future::join_all(runs).await
+        Ok(futures_util::future::join_all(runs).await)
     }
 }
 

@@ -94,8 +94,10 @@ impl ResourceReport {
     /// Records read that were not written: the output held them already
     /// (or the run met them twice).
     pub fn seen(&self) -> usize {
+        // A sink of a user's own may count what it wrote differently: the
+        // report never panics for it.
         if self.written {
-            self.read - self.new
+            self.read.saturating_sub(self.new)
         } else {
             0
         }
@@ -142,6 +144,16 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    /// What stopped `resource`.
+    pub(crate) fn of(resource: &str, message: impl Into<String>) -> Self {
+        Failure {
+            resource: Some(resource.to_owned()),
+            message: message.into(),
+        }
+    }
+}
+
 impl PipelineError {
     /// A run refused before any request, for `message`.
     pub(crate) fn refused(message: impl Into<String>) -> Self {
@@ -155,16 +167,12 @@ impl PipelineError {
         }
     }
 
-    /// A run that failed at `resource`, for `message`, before any
-    /// resource ended.
-    pub(crate) fn failed(resource: &str, message: impl Into<String>) -> Self {
+    /// A run that failed for `failures`, after `report`'s resources ended.
+    pub(crate) fn failed(failures: Vec<Failure>, report: RunReport) -> Self {
         PipelineError {
             refused: false,
-            failures: vec![Failure {
-                resource: Some(resource.to_owned()),
-                message: message.into(),
-            }],
-            report: RunReport::default(),
+            failures,
+            report,
         }
     }
 

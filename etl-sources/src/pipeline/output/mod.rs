@@ -273,12 +273,18 @@ where
     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
         if target.many {
             for (given, what) in [
-                (self.table.is_some(), "a table name (--pg-table)"),
-                (self.rejects.is_some(), "a rejects path (--rejects)"),
+                (
+                    self.table.is_some(),
+                    "--pg-table names one output (Output::table)",
+                ),
+                (
+                    self.rejects.is_some(),
+                    "--rejects names one output (Output::rejects)",
+                ),
             ] {
                 if given {
                     return Box::pin(std::future::ready(Err(EtlError::InvalidInput(format!(
-                        "{what} names one output, and the file holds many resources: each resource's is its own"
+                        "{what}, and the file holds many resources: each resource's is its own (--out holds them)"
                     )))));
                 }
             }
