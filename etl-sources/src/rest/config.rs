@@ -243,14 +243,15 @@ impl Resource {
     }
 
     /// The one resource of a file (`origin` in errors).
-    fn one_of(mut all: Vec<Self>, origin: &str) -> Result<Self, ConfigError> {
-        if all.len() > 1 {
-            return Err(ConfigError::new(format!(
-                "{origin}: holds {} resources, not one: read it with etl_sources::Pipeline",
-                all.len()
-            )));
+    fn one_of(all: Vec<Self>, origin: &str) -> Result<Self, ConfigError> {
+        let count = all.len();
+        let mut all = all.into_iter();
+        match (all.next(), all.next()) {
+            (Some(one), None) => Ok(one),
+            _ => Err(ConfigError::new(format!(
+                "{origin}: holds {count} resources, not one: read it with etl_sources::Pipeline"
+            ))),
         }
-        Ok(all.remove(0))
     }
 
     /// Parses and checks `text` (named `origin` in errors), reading
@@ -519,9 +520,9 @@ fn unknown_keys(text: &str, at: &Locator<'_>) -> Result<(), ConfigError> {
     for (prefix, keys) in tables {
         for key in keys
             .keys()
-            .filter(|k| !KEYS.contains(&k.get_ref().as_str()))
+            .filter(|k| !self::keys().contains(&k.get_ref().as_str()))
         {
-            let hint = super::error::closest(key.get_ref(), KEYS)
+            let hint = super::error::closest(key.get_ref(), self::keys())
                 .map_or(String::new(), |k| format!("; did you mean `{k}`?"));
             problems.take(Err::<(), _>(at.at(
                 key.span(),
@@ -535,29 +536,46 @@ fn unknown_keys(text: &str, at: &Locator<'_>) -> Result<(), ConfigError> {
     problems.check()
 }
 
-/// The keys of the top level and of a `[[resource]]` ([`File`]'s fields).
-const KEYS: &[&str] = &[
-    "name",
-    "url",
-    "path",
-    "records",
-    "id",
-    "updated_at",
-    "updated_at_unit",
-    "params",
-    "headers",
-    "method",
-    "body",
-    "paginate",
-    "incremental",
-    "auth",
-    "resource",
-    "parent",
-    "from_parent",
-    "load",
-    "rate_limit",
-    "concurrency",
-];
+/// The keys of the top level and of a `[[resource]]`: [`File`]'s fields, as
+/// serde's derive hands them to a deserializer, so the list cannot drift
+/// from the struct.
+fn keys() -> &'static [&'static str] {
+    use serde::de::{self, Error as _, Visitor};
+
+    /// A deserializer that only notes the fields a struct asks for.
+    struct Fields(&'static [&'static str]);
+
+    impl<'de> de::Deserializer<'de> for &mut Fields {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Self::Error::custom("only a struct's fields are read"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = fields;
+            self.deserialize_any(visitor)
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    static KEYS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut fields = Fields(&[]);
+        let _ = File::deserialize(&mut fields);
+        fields.0
+    })
+}
 
 /// Keys standing where they mean nothing: `path` at the top level, a run's
 /// key (`rate_limit`, `concurrency`) in a resource, a resource's own key

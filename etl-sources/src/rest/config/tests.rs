@@ -630,3 +630,12 @@ name = "b"
         "{e}"
     );
 }
+
+#[test]
+fn the_known_keys_are_the_file_struct_s_fields() {
+    let keys = keys();
+    assert_eq!(keys.len(), 20, "{keys:?}");
+    for key in ["name", "records", "resource", "from_parent", "concurrency"] {
+        assert!(keys.contains(&key), "{key}: {keys:?}");
+    }
+}
