@@ -340,12 +340,22 @@ fn delta_kind(location: &str) -> Result<Arc<dyn Kind>, EtlError> {
     Err(missing_feature(form, "a Delta table", feature))
 }
 
-/// `out` as messages show it: a URL without its password.
+/// `out` as messages show it: a URL without its password, in its user
+/// part or its query (`postgres://u@h/db?password=...`, as libpq takes it):
+/// a query is shown as `?...`.
 fn shown(out: &str) -> String {
     match url::Url::parse(out) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some("***"));
-            url.to_string()
+        Ok(mut url) if url.password().is_some() || url.query().is_some() => {
+            if url.password().is_some() {
+                let _ = url.set_password(Some("***"));
+            }
+            let had_query = url.query().is_some();
+            url.set_query(None);
+            let mut text = url.to_string();
+            if had_query {
+                text.push_str("?...");
+            }
+            text
         }
         _ => out.to_owned(),
     }
@@ -407,7 +417,12 @@ mod tests {
 
     #[test]
     fn a_password_never_shows_in_an_output_s_messages() {
-        let out = Output::parse("postgres://u:s3cret@127.0.0.1:1/db").unwrap();
-        assert!(!format!("{out:?}").contains("s3cret"), "{out:?}");
+        for url in [
+            "postgres://u:s3cret@127.0.0.1:1/db",
+            "postgres://u@127.0.0.1:1/db?password=s3cret",
+        ] {
+            let out = Output::parse(url).unwrap();
+            assert!(!format!("{out:?}").contains("s3cret"), "{out:?}");
+        }
     }
 }
