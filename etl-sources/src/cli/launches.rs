@@ -6,7 +6,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{report_error, RunFlags, EXIT_FAILED, EXIT_OK, EXIT_REJECTED, EXIT_USAGE};
+use super::{report_error, RunFlags, EXIT_FAILED, EXIT_USAGE};
 use crate::pipeline::output::{Destination, Target};
 use crate::pipeline::{Output, ResourceReport};
 use crate::replay::{Replay, ReplayServer};
@@ -96,11 +96,7 @@ pub async fn run(args: &Args, metrics: Option<&PrometheusHandle>) -> u8 {
                 "{}",
                 super::summary_line(&entry, "launches", false, args.run.log_format)
             );
-            if entry.rejects() > 0 {
-                EXIT_REJECTED
-            } else {
-                EXIT_OK
-            }
+            entry.exit_code() as u8
         }
         Err((code, message)) => {
             report_error(args.run.log_format, code, &message);

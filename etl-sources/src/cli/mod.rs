@@ -162,13 +162,16 @@ pub(crate) fn write_metrics(
 
 /// A resource's summary line for stdout (`named`: with its name, as when
 /// a file holds many), calling the rows read `noun`; among JSON log lines
-/// its figures are logged as fields too.
+/// its figures are logged as fields too ([`log_done`]).
 pub(crate) fn summary_line(
     entry: &ResourceReport,
     noun: &str,
     named: bool,
     format: LogFormat,
 ) -> String {
+    if format == LogFormat::Json {
+        log_done(entry, named);
+    }
     let name = entry.name();
     let Some(place) = entry.place() else {
         return format!(
@@ -208,26 +211,6 @@ pub(crate) fn summary_line(
     } else {
         String::new()
     };
-    if format == LogFormat::Json {
-        let exit_code = if entry.rejects() > 0 {
-            EXIT_REJECTED
-        } else {
-            EXIT_OK
-        };
-        tracing::info!(
-            resource = named.then_some(name),
-            pages = entry.pages(),
-            read = entry.read(),
-            new = entry.new(),
-            rejected = entry.rejects(),
-            new_rejects = entry.new_rejects(),
-            rows = place.held,
-            output = %place.rows,
-            since = entry.since().flatten(),
-            exit_code,
-            "done"
-        );
-    }
     format!(
         "done: {resource}{} pages, {} {noun} read, {} new rows written to {}{in_all}{rejected}{incremental}",
         entry.pages(),
@@ -235,6 +218,26 @@ pub(crate) fn summary_line(
         entry.new(),
         place.rows
     )
+}
+
+/// A written resource's figures as one JSON log line, `done`.
+fn log_done(entry: &ResourceReport, named: bool) {
+    let Some(place) = entry.place() else {
+        return;
+    };
+    tracing::info!(
+        resource = named.then_some(entry.name()),
+        pages = entry.pages(),
+        read = entry.read(),
+        new = entry.new(),
+        rejected = entry.rejects(),
+        new_rejects = entry.new_rejects(),
+        rows = place.held,
+        output = %place.rows,
+        since = entry.since().flatten(),
+        exit_code = entry.exit_code(),
+        "done"
+    );
 }
 
 /// The [`RunOptions`] of `flags`, and of `--incremental`.

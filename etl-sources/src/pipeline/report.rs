@@ -40,11 +40,10 @@ impl RunReport {
     /// The run's exit status: 0 clean, 3 when a written resource rejected
     /// an entry.
     pub fn exit_code(&self) -> i32 {
-        if self.resources().any(|r| r.rejects > 0) {
-            EXIT_REJECTED
-        } else {
-            EXIT_OK
-        }
+        self.resources()
+            .map(ResourceReport::exit_code)
+            .max()
+            .unwrap_or(EXIT_OK)
     }
 }
 
@@ -111,6 +110,16 @@ impl ResourceReport {
     /// Rejected entries the output did not hold before this run.
     pub fn new_rejects(&self) -> usize {
         self.new_rejects
+    }
+
+    /// Its part of the run's exit status: 3 when it was written and
+    /// rejected an entry, else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.written && self.rejects > 0 {
+            EXIT_REJECTED
+        } else {
+            EXIT_OK
+        }
     }
 
     /// Where its rows and rejects went (`None` for a resource read only).
