@@ -6,8 +6,9 @@
 //!   as `etl run` runs it, with [`RunOptions`], giving a [`RunReport`];
 //! - [`Source`]: what the pipeline reads, page by page; implement it for an
 //!   API of your own and the runner below does the rest;
-//! - [`SpaceDevsSource`]: a paginated Launch Library 2 (The Space Devs)
-//!   list endpoint whose page fetch is a `#[retry]` fn;
+//! - [`LaunchLibrary`]: a paginated Launch Library 2 (The Space Devs)
+//!   list endpoint, read by the REST source ([`SpaceDevsSource`]) whose
+//!   page fetch is a `#[retry]` fn, its entries decoded as launches;
 //! - [`pipeline`]: any source -> [`etl_core::IdempotentSink`] -> a JSONL
 //!   file, a PostgreSQL table (feature `postgres`, default) or a Delta
 //!   table (feature `delta`) ([`pipeline::Output`]), resumable and safe
@@ -25,14 +26,12 @@
 //!
 //! ```no_run
 //! use etl_core::{IdempotentSink, JsonlRejects};
-//! use etl_sources::{pipeline, SourceOptions, SpaceDevsSource};
+//! use etl_sources::{pipeline, LaunchLibrary, SourceOptions};
 //!
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut source = SpaceDevsSource::new(
-//!     "https://ll.thespacedevs.com/2.3.0/launches/upcoming/",
-//!     SourceOptions::default(),
-//! )?;
+//! let mut source = LaunchLibrary::new("https://ll.thespacedevs.com/2.3.0/launches/upcoming/")?
+//!     .source(SourceOptions::default())?;
 //! let out = std::path::Path::new("launches.jsonl");
 //! let sink = IdempotentSink::resume(out)?;
 //! // Entries that do not read as launches: kept, each once, never lost.
@@ -61,5 +60,5 @@ pub mod throttle;
 mod wire;
 
 pub use pipeline::{Output, Pipeline, PipelineError, ResourceReport, RunOptions, RunReport};
-pub use source::{OnLoaded, PageRead, Source};
-pub use spacedevs::{SourceOptions, SpaceDevsSource};
+pub use source::{OnLoaded, PageRead, Source, SourceOptions};
+pub use spacedevs::{AsLaunch, LaunchLibrary, SpaceDevsSource};

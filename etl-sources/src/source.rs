@@ -1,14 +1,48 @@
-//! [`Source`]: what the pipeline reads from, page by page. Both bundled
-//! sources implement it ([`crate::SpaceDevsSource`], [`crate::rest::RestSource`]),
-//! and so can a source of your own: [`crate::pipeline::run`] then gives it
+//! [`Source`]: what the pipeline reads from, page by page. The bundled
+//! source implements it ([`crate::rest::RestSource`], for any JSON API and
+//! for Launch Library), and so can a source of your own: [`crate::pipeline::run`] then gives it
 //! rejects, incremental runs, retried sink loads, progress and metrics.
 
 use etl_core::{EtlError, Record, Reject, Row};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use url::Url;
+
+use crate::throttle::Throttle;
+
+/// How a source talks to its server: what is not the API's own (that is
+/// its [`crate::rest::Resource`]: URL, parameters, auth, pagination).
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Timeout of one request, connect to last byte (`None`: no timeout).
+    pub timeout: Option<Duration>,
+    /// The longest server-requested wait (a 429's or 503's Retry-After) to
+    /// sit out.
+    /// A longer one fails the page at once with
+    /// [`EtlError::RetryAfterTooLong`], naming the wait (`None`: every
+    /// wait is honoured; Launch Library's free tier can ask for 40
+    /// minutes).
+    pub max_retry_after: Option<Duration>,
+    /// What holds the requests back ([`Throttle`]): a run's rate limit,
+    /// and the waits servers asked of an origin. Shared by every source
+    /// made with these options or their clones, so one run keeps one
+    /// limit across all its sources and requests. The default has no
+    /// limit of its own.
+    pub throttle: Arc<Throttle>,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            timeout: Some(Duration::from_secs(30)),
+            max_retry_after: None,
+            throttle: Arc::default(),
+        }
+    }
+}
 
 /// One page as read: its rows, and the entries that did not read as one.
 #[derive(Debug)]

@@ -1,13 +1,12 @@
-//! The wire, mapped to [`EtlError`] on purpose: which answers are worth
-//! another attempt, which carry the server's delay, and what a list page is.
+//! The wire, mapped to [`EtlError`] on purpose: the HTTP client, which
+//! answers are worth another attempt, and which carry the server's delay.
+//! What a page holds is its source's to read ([`crate::rest`]).
 
 use etl_core::http::without_secrets;
 use etl_core::retry::{RetryEvent, RetryableError};
-use etl_core::{EtlError, Launch, Reject};
+use etl_core::EtlError;
 use reqwest::header::HeaderMap;
 use reqwest::redirect;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::time::{Duration, SystemTime};
 use url::{Origin, Url};
 
@@ -49,65 +48,6 @@ pub(crate) fn client(
     client
         .build()
         .map_err(|e| EtlError::InvalidInput(format!("HTTP client: {e}")))
-}
-
-/// One page of a Launch Library 2 list endpoint: `{count, next, previous,
-/// results}`; `next` is `null` on the last page.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Page {
-    /// Launches on all pages together, as the server counts them.
-    #[serde(default)]
-    pub count: Option<u64>,
-    /// The next page's URL, or `None` on the last page.
-    #[serde(default)]
-    pub next: Option<String>,
-    /// This page's entries, exactly as sent: each is read on its own by
-    /// [`read_launch`], so one entry that does not read spoils no other.
-    pub results: Vec<Box<RawValue>>,
-}
-
-/// One `results` entry as a [`Launch`], or, when it does not read as one,
-/// a [`Reject`] holding it (in canonical form), the field that did not read
-/// and the page URL.
-pub(crate) fn read_launch(url: &Url, entry: Box<RawValue>) -> Result<Launch, Reject> {
-    let mut reader = serde_json::Deserializer::from_str(entry.get());
-    match serde_path_to_error::deserialize::<_, Launch>(&mut reader) {
-        Ok(launch) => Ok(launch),
-        Err(e) => {
-            // `.` is the entry itself: a missing `id`, or not an object.
-            let error = match e.path().to_string() {
-                path if path == "." => e.into_inner().to_string(),
-                path => format!("{path}: {}", e.into_inner()),
-            };
-            Err(Reject::of(&entry, error, url.as_str()))
-        }
-    }
-}
-
-/// The `last_updated` of a raw entry, if it is an object that has one as a
-/// string (for the cursor of an incremental read, rejected entries too).
-pub(crate) fn last_updated(entry: &RawValue) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Stamp {
-        last_updated: Option<String>,
-    }
-    serde_json::from_str::<Stamp>(entry.get())
-        .ok()?
-        .last_updated
-}
-
-/// A 2xx body as a list page. Anything else (an HTML error page, a body cut
-/// short, the bare `{}` the API sometimes answers) is a `Parse` error: the
-/// same bytes would parse the same way on every attempt. The entries are
-/// only checked to be JSON here; [`read_launch`] reads each.
-pub(crate) fn parse_page(url: &Url, body: &[u8]) -> Result<Page, EtlError> {
-    serde_json::from_slice(body).map_err(|e| {
-        EtlError::Parse(format!(
-            "{}: not a Launch Library 2 list page ({e}); body starts {:?}",
-            without_secrets(url),
-            excerpt(body)
-        ))
-    })
 }
 
 /// The error for a non-2xx answer, classified as [`etl_core::http`]
@@ -425,26 +365,6 @@ mod tests {
         assert!(
             !e.to_string().contains("s3cret") && !e.to_string().contains('?'),
             "{e}"
-        );
-        let e = parse_page(&secret, b"<html>").unwrap_err();
-        assert!(!e.to_string().contains("s3cret"), "{e}");
-    }
-
-    #[test]
-    fn junk_bodies_are_parse_errors() {
-        for body in [
-            &b"{}"[..],
-            b"<html>oops</html>",
-            br#"{"count": 3, "results": [{"id": "x""#,
-            b"",
-        ] {
-            let e = parse_page(&url(), body).unwrap_err();
-            assert!(matches!(e, EtlError::Parse(_)) && !e.is_transient(), "{e}");
-        }
-        let e = parse_page(&url(), b"{}").unwrap_err();
-        assert!(
-            e.to_string().contains("results"),
-            "names what is missing: {e}"
         );
     }
 

@@ -1013,7 +1013,6 @@ fn paused_source(
         timeout: None,
         max_retry_after,
         throttle: throttle.clone(),
-        ..Default::default()
     };
     RestSource::new(pipeline, options).unwrap()
 }

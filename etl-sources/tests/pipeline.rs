@@ -5,21 +5,26 @@
 use etl_core::{IdempotentSink, JsonlRejects, Row};
 use etl_sources::pipeline::{self, Summary};
 use etl_sources::replay::{Replay, ReplayServer, BUNDLED_LAUNCHES};
-use etl_sources::{SourceOptions, SpaceDevsSource};
+use etl_sources::{LaunchLibrary, SourceOptions, SpaceDevsSource};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 use tokio::time::Instant;
 
-fn options(limit: u32) -> SourceOptions {
+/// The source of the list at `url`, `limit` a page.
+fn source(url: &str, limit: u32) -> SpaceDevsSource {
     // No request timeout on the paused clock (it would fire while the idle
     // runtime waits on the socket).
-    SourceOptions {
-        limit: Some(limit),
+    let options = SourceOptions {
         timeout: None,
         ..Default::default()
-    }
+    };
+    LaunchLibrary::new(url)
+        .unwrap()
+        .limit(limit)
+        .source(options)
+        .unwrap()
 }
 
 fn bundled() -> Vec<Value> {
@@ -44,7 +49,7 @@ async fn run_once(
     out: &Path,
     limit: u32,
 ) -> Result<Summary, pipeline::RunError> {
-    let mut source = SpaceDevsSource::new(server.url().as_str(), options(limit)).unwrap();
+    let mut source = source(server.url().as_str(), limit);
     let sink = IdempotentSink::resume(out).unwrap();
     let rejects = JsonlRejects::open(pipeline::rejects_path(out)).unwrap();
     pipeline::run(&mut source, &sink, &rejects, None).await
@@ -128,7 +133,7 @@ async fn a_failing_page_keeps_the_pages_before_it() {
         .mount(&server)
         .await;
 
-    let mut source = SpaceDevsSource::new(&format!("{}{list}", server.uri()), options(5)).unwrap();
+    let mut source = source(&format!("{}{list}", server.uri()), 5);
     let sink = IdempotentSink::resume(&out).unwrap();
     let rejects = JsonlRejects::open(pipeline::rejects_path(&out)).unwrap();
     let err = pipeline::run(&mut source, &sink, &rejects, None)
@@ -156,7 +161,7 @@ async fn max_pages_stops_early_and_a_later_run_completes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("launches.jsonl");
     let server = ReplayServer::start(Replay::new(bundled())).await.unwrap();
-    let mut source = SpaceDevsSource::new(server.url().as_str(), options(4)).unwrap();
+    let mut source = source(server.url().as_str(), 4);
     let sink = IdempotentSink::resume(&out).unwrap();
     let rejects = JsonlRejects::open(pipeline::rejects_path(&out)).unwrap();
     let partial = pipeline::run(&mut source, &sink, &rejects, Some(2))

@@ -3,7 +3,7 @@
 //! requests real.
 
 use etl_core::{EtlError, Row};
-use etl_sources::{PageRead, Source, SourceOptions, SpaceDevsSource};
+use etl_sources::{LaunchLibrary, PageRead, Source, SourceOptions, SpaceDevsSource};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -60,7 +60,12 @@ fn options() -> SourceOptions {
 }
 
 async fn source(server: &MockServer, options: SourceOptions) -> SpaceDevsSource {
-    SpaceDevsSource::new(&format!("{}{LIST}", server.uri()), options).unwrap()
+    endpoint(server).source(options).unwrap()
+}
+
+/// The list on `server`, to be configured further.
+fn endpoint(server: &MockServer) -> LaunchLibrary {
+    LaunchLibrary::new(&format!("{}{LIST}", server.uri())).unwrap()
 }
 
 async fn requests(server: &MockServer) -> usize {
@@ -89,14 +94,7 @@ async fn pages_follow_next_until_null() {
             .mount(&server)
             .await;
     }
-    let mut source = source(
-        &server,
-        SourceOptions {
-            limit: Some(2),
-            ..options()
-        },
-    )
-    .await;
+    let mut source = endpoint(&server).limit(2).source(options()).unwrap();
     let mut all = Vec::new();
     while let Some(page) = source.next_page().await.unwrap() {
         all.extend(ids(&page));
@@ -114,14 +112,10 @@ async fn api_key_is_sent_as_a_token() {
         .expect(1)
         .mount(&server)
         .await;
-    let mut source = source(
-        &server,
-        SourceOptions {
-            api_key: Some("s3cret".into()),
-            ..options()
-        },
-    )
-    .await;
+    let mut source = endpoint(&server)
+        .api_key("s3cret")
+        .source(options())
+        .unwrap();
     assert_eq!(ids(&source.next_page().await.unwrap().unwrap()), ["a"]);
 }
 
@@ -273,14 +267,7 @@ async fn cross_origin_next_is_refused_before_any_request() {
         .mount(&server)
         .await;
 
-    let mut source = source(
-        &server,
-        SourceOptions {
-            api_key: Some("k".into()),
-            ..options()
-        },
-    )
-    .await;
+    let mut source = endpoint(&server).api_key("k").source(options()).unwrap();
     assert_eq!(
         ids(&source.next_page().await.unwrap().unwrap()),
         ["a"],
@@ -304,14 +291,7 @@ async fn cross_origin_redirect_is_refused() {
         .mount(&server)
         .await;
 
-    let mut source = source(
-        &server,
-        SourceOptions {
-            api_key: Some("k".into()),
-            ..options()
-        },
-    )
-    .await;
+    let mut source = endpoint(&server).api_key("k").source(options()).unwrap();
     let e = source.next_page().await.unwrap_err();
     assert!(
         matches!(e, EtlError::Refused(ref m) if m.contains(&target)),
@@ -331,7 +311,10 @@ async fn same_origin_redirect_is_followed() {
         .respond_with(ResponseTemplate::new(200).set_body_json(page(&["a"], None)))
         .mount(&server)
         .await;
-    let mut source = SpaceDevsSource::new(&format!("{}/old/", server.uri()), options()).unwrap();
+    let mut source = LaunchLibrary::new(&format!("{}/old/", server.uri()))
+        .unwrap()
+        .source(options())
+        .unwrap();
     assert_eq!(ids(&source.next_page().await.unwrap().unwrap()), ["a"]);
 }
 
@@ -355,11 +338,10 @@ async fn reads_2_2_0_and_2_3_0_pages_alike() {
         .await
         .unwrap()
         .unwrap();
-    let mut new_source = SpaceDevsSource::new(
-        &format!("{}/2.3.0/launches/upcoming/", server.uri()),
-        options(),
-    )
-    .unwrap();
+    let mut new_source = LaunchLibrary::new(&format!("{}/2.3.0/launches/upcoming/", server.uri()))
+        .unwrap()
+        .source(options())
+        .unwrap();
     let new = new_source.next_page().await.unwrap().unwrap();
     assert_eq!(
         old.rows, new.rows,
@@ -557,15 +539,8 @@ async fn an_incremental_read_that_cannot_move_its_cursor_stops_with_an_error() {
         )
         .mount(&server)
         .await;
-    let mut source = source(
-        &server,
-        SourceOptions {
-            incremental: true,
-            since: Some("2026-11-01T00:00:00Z".into()),
-            ..options()
-        },
-    )
-    .await;
+    let mut source = source(&server, options()).await;
+    source.read_since(Some("2026-11-01T00:00:00Z")).unwrap();
     let page = source.next_page().await.unwrap().unwrap();
     assert!(page.rows.is_empty());
     let e = source.next_page().await.unwrap_err();

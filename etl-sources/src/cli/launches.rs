@@ -10,7 +10,7 @@ use super::{report_error, RunFlags, EXIT_FAILED, EXIT_USAGE};
 use crate::pipeline::output::{Destination, Target};
 use crate::pipeline::{Output, ResourceReport};
 use crate::replay::{Replay, ReplayServer};
-use crate::{SourceOptions, SpaceDevsSource};
+use crate::{LaunchLibrary, SourceOptions, SpaceDevsSource};
 
 /// Load Launch Library 2 launches into a JSONL file, each distinct launch
 /// once: a re-run appends only new or changed launches.
@@ -146,15 +146,18 @@ async fn source(args: &Args) -> Result<(SpaceDevsSource, Option<ReplayServer>), 
             (url, Some(server))
         }
     };
+    let mut endpoint = LaunchLibrary::new(&base_url).map_err(|e| e.to_string())?;
+    if let Some(limit) = args.limit {
+        endpoint = endpoint.limit(limit);
+    }
+    if let Some(key) = &args.api_key {
+        endpoint = endpoint.api_key(key.clone());
+    }
     let options = SourceOptions {
-        limit: args.limit,
-        api_key: args.api_key.clone(),
         timeout: args.run.timeout(),
         max_retry_after: args.run.max_retry_after,
-        incremental: false,
-        since: None,
         throttle: Default::default(),
     };
-    let source = SpaceDevsSource::new(&base_url, options).map_err(|e| e.to_string())?;
+    let source = endpoint.source(options).map_err(|e| e.to_string())?;
     Ok((source, server))
 }

@@ -154,7 +154,6 @@ impl Pipeline {
             timeout: options.timeout,
             max_retry_after: options.max_retry_after,
             throttle: Arc::new(Throttle::new(self.rate_limit())),
-            ..SourceOptions::default()
         };
         // What each resource did, by its place in the run.
         let mut ended: Vec<(usize, ResourceReport)> = Vec::new();

@@ -23,6 +23,7 @@
 
 mod auth;
 mod config;
+mod decode;
 mod error;
 mod family;
 mod fetch;
@@ -32,10 +33,13 @@ mod pointer;
 mod record;
 mod stamp;
 
+pub(crate) use auth::header as header_auth;
 pub use auth::Auth;
 pub use config::{Incremental, Method, ParamIn, Resource, DEFAULT_CONCURRENCY};
+pub use decode::{AsJson, Decode};
 pub use error::ConfigError;
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
+pub(crate) use paginate::NextUrl;
 pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::{JsonRecord, PARENT_MEMBER};
@@ -60,7 +64,9 @@ use crate::{wire, SourceOptions};
 use fetch::{Fetcher, InFlight};
 use pointer::Body;
 
-/// A JSON API read as its [`Resource`] file says.
+/// A JSON API read as its [`Resource`] file says, each entry of a page
+/// made a row by `D` ([`AsJson`]: a [`JsonRecord`]; [`crate::AsLaunch`]: a
+/// Launch Library launch).
 ///
 /// Every request goes to the origin (scheme, host, port) of the file's
 /// `url`: a next URL or Link elsewhere, or a redirect there, is refused
@@ -69,8 +75,8 @@ use pointer::Body;
 /// request, and removed from any URL the server hands back, so neither a
 /// log line, an error nor a reject's source holds it.
 ///
-/// Each page fetch is retried as the Launch Library source's: network
-/// failures, 408, 429 and 5xx with backoff or the server's Retry-After
+/// Each page fetch is a `#[retry]` fn (5 attempts, 1 s doubling to 60 s):
+/// network failures, 408, 429 and 5xx with backoff or the server's Retry-After
 /// (bounded by [`SourceOptions::max_retry_after`]); a body that is not JSON
 /// or has no array at `records` is [`EtlError::Parse`], never retried. A
 /// pagination that repeats itself (a next URL or cursor met before, a page
@@ -84,12 +90,14 @@ use pointer::Body;
 /// flight. Pages are handed over in their order whatever order they came
 /// in. A read that stops early leaves those requests unanswered.
 ///
-/// Of [`SourceOptions`], `timeout` and `max_retry_after` apply; the rest
-/// belongs to the file (`limit` is `[params]`, the API key is `[auth]`,
-/// incremental reads are [`Source::read_since`]).
+/// [`SourceOptions`] holds what is not the API's own (the timeout, the
+/// longest wait, the run's throttle); the rest belongs to the file (a page
+/// size is `[params]`, an API key `[auth]`, incremental reads
+/// [`Source::read_since`]).
 #[derive(Debug)]
-pub struct RestSource {
+pub struct RestSource<D: Decode = AsJson> {
     resource: Resource,
+    decode: D,
     fetcher: Arc<Fetcher>,
     origin: Origin,
     paginator: Box<dyn Paginator>,
@@ -109,10 +117,9 @@ pub struct RestSource {
 }
 
 impl RestSource {
-    /// A source reading as `resource` says.
+    /// A source reading as `resource` says, its records [`JsonRecord`]s.
     pub fn new(resource: Resource, options: SourceOptions) -> Result<Self, EtlError> {
-        let client = Self::client(&resource, &options)?;
-        Ok(Self::with_client(resource, options, client))
+        Self::decoded(resource, AsJson, options)
     }
 
     /// The HTTP client a source of `resource` sends with: its headers (the
@@ -133,6 +140,30 @@ impl RestSource {
         options: SourceOptions,
         client: reqwest::Client,
     ) -> Self {
+        Self::with_parts(resource, AsJson, options, client)
+    }
+}
+
+impl<D: Decode> RestSource<D> {
+    /// A source reading as `resource` says, each entry made a row by
+    /// `decode`.
+    pub fn decoded(
+        resource: Resource,
+        decode: D,
+        options: SourceOptions,
+    ) -> Result<Self, EtlError> {
+        let client = RestSource::client(&resource, &options)?;
+        Ok(Self::with_parts(resource, decode, options, client))
+    }
+
+    /// A source of `resource`, decoding with `decode`, sending with
+    /// `client`.
+    fn with_parts(
+        resource: Resource,
+        decode: D,
+        options: SourceOptions,
+        client: reqwest::Client,
+    ) -> Self {
         let origin = resource.url.origin();
         let paginator = resource.paginate.clone();
         let fetcher = Arc::new(Fetcher {
@@ -142,6 +173,7 @@ impl RestSource {
             throttle: Arc::clone(&options.throttle),
         });
         let mut source = RestSource {
+            decode,
             fetcher,
             origin,
             paginator,
@@ -161,6 +193,11 @@ impl RestSource {
     /// reads carries `"_parent": parent` (canonical JSON text).
     pub(crate) fn set_parent(&mut self, parent: String) {
         self.parent = Some(parent);
+    }
+
+    /// Pages read so far.
+    pub fn pages_read(&self) -> u32 {
+        self.pages
     }
 
     /// The resource it reads.
@@ -261,8 +298,10 @@ impl RestSource {
     fn url_on_origin(&self, request: &Request) -> Result<Url, EtlError> {
         let url = self.url_of(request);
         if url.origin() != self.origin {
+            // The URL as the server gave it, the auth's secret taken out
+            // (`followed`): it names what was refused.
             return Err(EtlError::Refused(format!(
-                "next page is on origin {}, not {}: not following it (a credential never leaves its origin)",
+                "next page {url} is on origin {}, not {}: not following it (a credential never leaves its origin)",
                 url.origin().ascii_serialization(),
                 self.origin.ascii_serialization()
             )));
@@ -364,10 +403,10 @@ fn headers(resource: &Resource) -> Result<HeaderMap, EtlError> {
     Ok(headers)
 }
 
-impl Source for RestSource {
-    type Row = JsonRecord;
+impl<D: Decode> Source for RestSource<D> {
+    type Row = D::Row;
 
-    async fn next_page(&mut self) -> Result<Option<PageRead<JsonRecord>>, EtlError> {
+    async fn next_page(&mut self) -> Result<Option<PageRead<D::Row>>, EtlError> {
         if let Some(stalled) = self.stalled.take() {
             return Err(stalled);
         }
@@ -423,10 +462,10 @@ impl Source for RestSource {
         };
         self.send_ahead();
         let shown = url.to_string();
-        let (rows, rejects) = record::read_entries(
+        let (rows, rejects) = decode::read_entries(
+            &self.decode,
+            &self.resource,
             &entries,
-            &self.resource.id,
-            self.resource.updated_at.as_ref(),
             self.parent.as_deref(),
             &shown,
         );
@@ -472,12 +511,8 @@ impl Source for RestSource {
         Ok(())
     }
 
-    /// The line's top level is read as unparsed members and only the
-    /// pointer's path is parsed: a cursor scan of a big output reads each
-    /// record once, building none of it.
+    /// As `D` reads a stored row ([`Decode::stored_updated_at`]).
     fn stored_updated_at<'l>(&self, stored: &'l [u8]) -> Option<Cow<'l, str>> {
-        let at = self.resource.updated_at.as_ref()?;
-        let body = Body::parse(std::str::from_utf8(stored).ok()?).ok()?;
-        at.of_stored(&body).map(Cow::Owned)
+        self.decode.stored_updated_at(&self.resource, stored)
     }
 }

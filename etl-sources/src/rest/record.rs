@@ -1,7 +1,7 @@
 //! [`JsonRecord`]: one record of any JSON API, keyed by its content as
 //! canonical JSON.
 
-use etl_core::{Record, Reject};
+use etl_core::Record;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -144,33 +144,6 @@ impl Record for JsonRecord {
     fn updated_at(&self) -> Option<String> {
         self.updated_at.clone()
     }
-}
-
-/// One page's entries read: the records, and the entries that did not read
-/// as one, each kept (in canonical form).
-pub(crate) fn read_entries(
-    entries: &[&RawValue],
-    id: &Pointer,
-    updated_at: Option<&UpdatedAt>,
-    parent: Option<&str>,
-    source: &str,
-) -> (Vec<JsonRecord>, Vec<Reject>) {
-    // Each entry parsed on every core: most of a page's work.
-    let read = etl_core::content::par_map(entries, |entry| {
-        JsonRecord::read_in(entry.get(), id, updated_at, parent)
-    });
-    let mut records = Vec::with_capacity(entries.len());
-    let mut rejects = Vec::new();
-    for (entry, result) in entries.iter().zip(read) {
-        match result {
-            Ok(record) => records.push(record),
-            Err(error) => {
-                tracing::warn!(%source, %error, "an entry did not read as a record; rejected");
-                rejects.push(Reject::of(entry, error, source));
-            }
-        }
-    }
-    (records, rejects)
 }
 
 /// The value at `pointer` in `canonical`, parsed (a record's id or update

@@ -15,6 +15,12 @@ pub(crate) struct Header {
 }
 
 impl Header {
+    /// `name: value`, the value marked sensitive.
+    pub(crate) fn new(name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        Header { name, value }
+    }
+
     /// `name` (required: the header) and `env` (required: the variable
     /// holding the secret).
     pub fn from_keys(

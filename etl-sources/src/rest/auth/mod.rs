@@ -52,6 +52,12 @@ pub trait Auth: fmt::Debug + Send + Sync {
     fn boxed(&self) -> Box<dyn Auth>;
 }
 
+/// A header of a program's own (`Authorization: Token <key>` for Launch
+/// Library), its value marked sensitive.
+pub(crate) fn header(name: HeaderName, value: HeaderValue) -> Box<dyn Auth> {
+    Box::new(header::Header::new(name, value))
+}
+
 impl Clone for Box<dyn Auth> {
     fn clone(&self) -> Self {
         self.boxed()

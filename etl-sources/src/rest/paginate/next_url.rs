@@ -17,13 +17,18 @@ pub(crate) struct NextUrl {
 }
 
 impl NextUrl {
+    /// The URL at `next`.
+    pub(crate) fn new(next: Pointer) -> Self {
+        NextUrl {
+            next,
+            met: Met::default(),
+        }
+    }
+
     /// `next` (required).
     pub fn from_keys(keys: &mut Keys<'_>) -> Result<Box<dyn Paginator>, ConfigError> {
         let next = keys.pointer("next")?.ok_or_else(|| keys.required("next"))?;
-        Ok(Box::new(NextUrl {
-            next,
-            met: Met::default(),
-        }))
+        Ok(Box::new(NextUrl::new(next)))
     }
 }
 
