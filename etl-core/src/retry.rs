@@ -6,8 +6,7 @@
 
 mod breaker;
 mod budget;
-mod builder;
-mod call;
+pub(crate) mod builder;
 mod classify;
 mod jitter;
 pub(crate) mod op;
@@ -15,7 +14,6 @@ pub(crate) mod op;
 pub mod private;
 mod report;
 mod reshape;
-pub(crate) mod run;
 mod timed;
 
 pub use breaker::{CircuitBreaker, CircuitOpen};
@@ -134,7 +132,7 @@ where
     // `Retry::new(policy).run(op)`, without nesting `run`'s future in this one.
     // The expression, not a local: a `Retry` built before the first attempt
     // would sit in this future's state across it.
-    run::plain_attempt_then_retry!(Retry::new(policy), op)
+    builder::run::plain_attempt_then_retry!(Retry::new(policy), op)
 }
 
 #[cfg(test)]

@@ -8,15 +8,20 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use super::call::Call;
 use super::op::{self, Op, OpRef};
 use super::reshape::{Reshaped, ResultOnly};
-use super::run;
 use super::{
     BreakerSlot, ByError, CircuitBreaker, Classify, Cut, CutSlot, Jitter, NoBreaker, Observer,
     RetryBudget, RetryReport, Uncut, When,
 };
 use crate::RetryPolicy;
+use call::Call;
+
+// The run's future and the loop itself: parts of the one `Retry` type, so
+// children of its module (they read its options) rather than siblings that
+// it and they would both reach.
+mod call;
+pub(crate) mod run;
 
 /// A retry loop built from a [`RetryPolicy`] and options; `run` it on an
 /// operation. [`with_retry`](crate::with_retry)`(policy, op)` is

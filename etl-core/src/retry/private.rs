@@ -4,8 +4,9 @@
 use std::future::Future;
 use std::marker::PhantomData;
 
+use crate::retry::builder::run;
 pub use crate::retry::op::Op;
-use crate::retry::{run, Cut, Retry, RetryableError, TimedOut, Uncut};
+use crate::retry::{Cut, Retry, RetryableError, TimedOut, Uncut};
 use crate::RetryPolicy;
 
 /// `with_retry` for any [`RetryableError`]: what `#[retry]` expands to when

@@ -9,11 +9,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::breaker::Admitted;
-use super::op::{self, OpRef, Reason};
-use super::reshape::{LentNothing, Reshaped};
-use super::timed::{Clock, NoCutoff, RunCut};
-use super::{
+use crate::retry::breaker::Admitted;
+use crate::retry::op::{self, OpRef, Reason};
+use crate::retry::reshape::{LentNothing, Reshaped};
+use crate::retry::timed::{Clock, NoCutoff, RunCut};
+use crate::retry::{
     BreakerSlot, ByError, Classify, CutSlot, Jitter, NoBreaker, Observer, Retry, RetryEvent,
     RetryReport, Stop, Uncut,
 };
@@ -62,11 +62,11 @@ macro_rules! plain_attempt_then_retry {
                 }
                 Err(err) => err,
             };
-            let failure = $crate::retry::run::Failure::failed(err);
+            let failure = $crate::retry::builder::run::Failure::failed(err);
             if $retry.ends_at_first(&failure).is_some() {
                 return Err(failure.err);
             }
-            $crate::retry::run::plain_retry_boxed($retry, $op, failure)
+            $crate::retry::builder::run::plain_retry_boxed($retry, $op, failure)
         };
         retrying.await.0
     }};
@@ -411,7 +411,7 @@ pub(crate) fn plain_retry_boxed<'a, F, Fut, R, E>(
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<R, E>>,
-    E: super::RetryableError,
+    E: crate::retry::RetryableError,
 {
     let op = lend_nothing::<NoCutoff, _, _, _, _>(op);
     retry_boxed(retry, Clock::default(), (), op, Some(failure))

@@ -14,10 +14,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::breaker::Admitted;
 use super::run::{self, Failure};
-use super::timed::Clock;
-use super::{BreakerSlot, CircuitBreaker, Classify, CutSlot, Retry, RetryReport};
+use crate::retry::breaker::Admitted;
+use crate::retry::timed::Clock;
+use crate::retry::{BreakerSlot, CircuitBreaker, Classify, CutSlot, Retry, RetryReport};
 
 pin_project_lite::pin_project! {
     /// A call of `op` under `retry`, lending `ctx` to each attempt.
