@@ -208,17 +208,23 @@ pub(crate) fn record_digests<T: Record>(rows: &[T]) -> Result<Vec<Digest>, EtlEr
     parallel::try_map(rows, |row| record_digest(row))
 }
 
-/// A record's canonical JSON and its content key, computed from that same
-/// text: what a sink that stores the JSON needs (see [`canonical_batch`]).
+/// A row's JSON text as stored (`serde_json::to_string` of it: for a
+/// [`crate::content::CanonicalJson`]-read record, its canonical text) and
+/// its content key, computed from that same text: what a sink that stores
+/// the JSON needs (see [`canonical_batch`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Canonical {
+pub struct KeyedJson {
     /// [`content_key`] of the record.
     pub key: String,
     /// `serde_json::to_string` of the record.
     pub json: String,
 }
 
-/// Each row's [`Canonical`] form, in order: serialised once and hashed, on
+/// The old name of [`KeyedJson`].
+#[deprecated(note = "renamed `KeyedJson`: the row's JSON text and its key")]
+pub type Canonical = KeyedJson;
+
+/// Each row's [`KeyedJson`] form, in order: serialised once and hashed, on
 /// every core for a batch of 128 rows or more (as [`IdempotentSink`] does).
 /// For a sink that stores the JSON text, such as a database table keyed by
 /// the content key.
@@ -235,12 +241,12 @@ pub struct Canonical {
 /// assert_eq!(encoded[42].json, serde_json::to_string(&rows[42])?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError> {
+pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<KeyedJson>, EtlError> {
     parallel::try_map(rows, |row| {
         let json = serde_json::to_string(row).map_err(|e| {
             EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
         })?;
-        Ok(Canonical {
+        Ok(KeyedJson {
             key: content_id(T::KIND, &json),
             json,
         })
@@ -254,13 +260,13 @@ pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use etl_core::content::{canonical_batch, canonical_keyed, Canonical, Digest};
+/// use etl_core::content::{canonical_batch, canonical_keyed, KeyedJson, Digest};
 /// use etl_core::{EtlError, IdempotentSink, Launch, Row, Sink};
 /// use std::sync::Mutex;
 ///
 /// /// Keeps what it is handed, keys made from the digests it is given.
 /// #[derive(Default)]
-/// struct Kept(Mutex<Vec<Canonical>>);
+/// struct Kept(Mutex<Vec<KeyedJson>>);
 ///
 /// #[async_trait]
 /// impl Sink for Kept {
@@ -287,7 +293,7 @@ pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<Canonical>, EtlError
 pub fn canonical_keyed<T: Record>(
     rows: &[T],
     digests: &[Digest],
-) -> Result<Vec<Canonical>, EtlError> {
+) -> Result<Vec<KeyedJson>, EtlError> {
     if rows.len() != digests.len() {
         return Err(EtlError::InvalidInput(format!(
             "{} rows with {} digests",
@@ -300,7 +306,7 @@ pub fn canonical_keyed<T: Record>(
         let json = serde_json::to_string(&rows[i]).map_err(|e| {
             EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
         })?;
-        Ok(Canonical {
+        Ok(KeyedJson {
             key: hex::encode(digests[i]),
             json,
         })

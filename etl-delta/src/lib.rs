@@ -40,7 +40,7 @@ mod table;
 pub use deltalake;
 
 use async_trait::async_trait;
-use etl_core::content::{Canonical, CanonicalSink};
+use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Record, Reject, RejectSink};
 use std::time::SystemTime;
 use tokio::sync::OnceCell;
@@ -248,7 +248,7 @@ impl CanonicalSink for DeltaSink {
     async fn store<T: Record>(
         &self,
         rows: &[T],
-        encoded: Vec<Canonical>,
+        encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError> {
         let updated: Vec<Option<i64>> = rows
             .iter()

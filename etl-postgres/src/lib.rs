@@ -38,7 +38,7 @@ mod errors;
 mod table;
 
 use async_trait::async_trait;
-use etl_core::content::{Canonical, CanonicalSink};
+use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Record, Reject, RejectSink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -259,13 +259,13 @@ impl CanonicalSink for PostgresSink {
     async fn store<T: Record>(
         &self,
         rows: &[T],
-        encoded: Vec<Canonical>,
+        encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError> {
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
         let mut ids = Vec::with_capacity(rows.len());
         let mut updated = Vec::with_capacity(rows.len());
-        for (row, Canonical { key, json }) in rows.iter().zip(encoded) {
+        for (row, KeyedJson { key, json }) in rows.iter().zip(encoded) {
             updated.push(row.updated_at().and_then(|t| update_time(&t, &key)));
             keys.push(key);
             docs.push(json);

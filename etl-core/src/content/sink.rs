@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{canonical_batch, canonical_keyed, Canonical, Digest};
+use super::{canonical_batch, canonical_keyed, Digest, KeyedJson};
 use crate::{EtlError, Record, Row};
 
 /// A destination for rows of type `T` ([`Row`] unless said otherwise: the
@@ -61,7 +61,7 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 
 /// A sink keyed by content, such as a database table whose key is the
 /// content key: it stores each row with its key and canonical JSON
-/// ([`Canonical`]), and is a [`Sink`] for any [`Record`] through this
+/// ([`KeyedJson`]), and is a [`Sink`] for any [`Record`] through this
 /// trait. Each row is serialised and hashed once, on every core for a large
 /// batch; a batch an [`crate::IdempotentSink`] in front already hashed
 /// ([`Sink::load_keyed`]) is serialised and not hashed again. An empty
@@ -70,7 +70,7 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use etl_core::content::{Canonical, CanonicalSink};
+/// use etl_core::content::{KeyedJson, CanonicalSink};
 /// use etl_core::{EtlError, Launch, Record, Row, Sink};
 /// use std::collections::BTreeMap;
 /// use std::sync::Mutex;
@@ -81,7 +81,7 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 ///
 /// #[async_trait]
 /// impl CanonicalSink for ByKey {
-///     async fn store<T: Record>(&self, _rows: &[T], encoded: Vec<Canonical>) -> Result<usize, EtlError> {
+///     async fn store<T: Record>(&self, _rows: &[T], encoded: Vec<KeyedJson>) -> Result<usize, EtlError> {
 ///         let mut held = self.0.lock().unwrap();
 ///         Ok(encoded.into_iter().filter(|c| held.insert(c.key.clone(), c.json.clone()).is_none()).count())
 ///     }
@@ -103,7 +103,7 @@ pub trait CanonicalSink: Send + Sync {
     async fn store<T: Record>(
         &self,
         rows: &[T],
-        encoded: Vec<Canonical>,
+        encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError>;
 }
 
