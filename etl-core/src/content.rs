@@ -196,10 +196,50 @@ pub(crate) fn record_digest<T: Record + ?Sized>(row: &T) -> Result<Digest, EtlEr
         T::KIND
     );
     let mut hasher = kind_hasher(T::KIND);
-    serde_json::to_writer(HashWriter(&mut hasher), row).map_err(|e| {
-        EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
-    })?;
+    write_json(row, HashWriter(&mut hasher))?;
     Ok(Digest(hasher.finalize().into()))
+}
+
+/// Writes `row` as `serde_json::to_string(row)` would: its
+/// [`Record::json_text`] as it is where it has one (no serialising), else
+/// serialised into `out`.
+#[inline]
+pub(crate) fn write_json<T: Record + ?Sized, W: std::io::Write>(
+    row: &T,
+    mut out: W,
+) -> Result<(), EtlError> {
+    match held_text(row) {
+        Some(text) => out.write_all(text.as_bytes()).map_err(EtlError::Io),
+        None => serde_json::to_writer(out, row).map_err(unserialisable),
+    }
+}
+
+/// `serde_json::to_string(row)`: its [`Record::json_text`] copied where it
+/// has one.
+#[inline]
+fn json_string<T: Record + ?Sized>(row: &T) -> Result<String, EtlError> {
+    match held_text(row) {
+        Some(text) => Ok(text.to_owned()),
+        None => serde_json::to_string(row).map_err(unserialisable),
+    }
+}
+
+/// The row's [`Record::json_text`], checked in debug builds to be its
+/// serialisation (a key hashed from other text would key it wrongly).
+#[inline]
+fn held_text<T: Record + ?Sized>(row: &T) -> Option<&str> {
+    let text = row.json_text()?;
+    debug_assert_eq!(
+        serde_json::to_string(row).ok().as_deref(),
+        Some(text),
+        "Record::json_text differs from the record's serialisation"
+    );
+    Some(text)
+}
+
+/// The error of a row serde cannot serialise.
+fn unserialisable(e: serde_json::Error) -> EtlError {
+    EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
 }
 
 /// The digests of `rows`, in order, on every core for a large batch
@@ -243,9 +283,7 @@ pub type Canonical = KeyedJson;
 /// ```
 pub fn canonical_batch<T: Record>(rows: &[T]) -> Result<Vec<KeyedJson>, EtlError> {
     parallel::try_map(rows, |row| {
-        let json = serde_json::to_string(row).map_err(|e| {
-            EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
-        })?;
+        let json = json_string(row)?;
         Ok(KeyedJson {
             key: content_id(T::KIND, &json),
             json,
@@ -303,9 +341,7 @@ pub fn canonical_keyed<T: Record>(
     }
     let indexes: Vec<usize> = (0..rows.len()).collect();
     parallel::try_map(&indexes, |&i| {
-        let json = serde_json::to_string(&rows[i]).map_err(|e| {
-            EtlError::Parse(format!("row cannot be serialised for its content key: {e}"))
-        })?;
+        let json = json_string(&rows[i])?;
         Ok(KeyedJson {
             key: hex::encode(digests[i]),
             json,

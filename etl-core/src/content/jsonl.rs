@@ -236,7 +236,7 @@ impl<T: Record> Sink<T> for JsonlSink {
         // Serialise the whole batch first: a row that fails writes nothing.
         let mut batch = Vec::with_capacity(rows.len() * 512);
         for row in rows {
-            serde_json::to_writer(&mut batch, row)?;
+            super::write_json(row, &mut batch)?;
             batch.push(b'\n');
         }
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);

@@ -59,6 +59,17 @@ pub trait Record: Serialize + Send + Sync {
     fn updated_at(&self) -> Option<String> {
         None
     }
+
+    /// The record's JSON text exactly as `serde_json::to_string(self)`
+    /// writes it, where the record holds that text already (one read as
+    /// canonical JSON text): its content key hashes it, and the bundled
+    /// sinks write it, without serialising the record. `None` by default:
+    /// the record is serialised. A record that returns text other than its
+    /// serialisation would be keyed and stored by that text (debug builds
+    /// check it).
+    fn json_text(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl Record for Row {

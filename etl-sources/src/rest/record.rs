@@ -42,15 +42,16 @@ pub const PARENT_MEMBER: &str = "_parent";
 #[derive(Clone, Debug)]
 pub struct JsonRecord {
     /// The object in canonical form, made once when it is read: the
-    /// content key hashes it and a sink writes it, as it is.
-    canonical: Box<RawValue>,
+    /// content key hashes it and a sink writes it, as it is
+    /// ([`Record::json_text`]), with no second parse.
+    canonical: Box<str>,
     id: String,
     updated_at: Option<String>,
 }
 
 impl PartialEq for JsonRecord {
     fn eq(&self, other: &Self) -> bool {
-        self.canonical.get() == other.canonical.get()
+        self.canonical == other.canonical
     }
 }
 
@@ -103,10 +104,8 @@ impl JsonRecord {
                     .map_err(|e| format!("updated_at {}: {e}", at.pointer))?,
             },
         };
-        let canonical =
-            RawValue::from_string(canonical.into_string()).map_err(|e| e.to_string())?;
         Ok(JsonRecord {
-            canonical,
+            canonical: canonical.into_string().into_boxed_str(),
             id: id_text,
             updated_at,
         })
@@ -120,15 +119,18 @@ impl JsonRecord {
     /// The record itself, as canonical JSON text: compact, keys sorted at
     /// every level.
     pub fn json(&self) -> &str {
-        self.canonical.get()
+        &self.canonical
     }
 }
 
-/// The canonical text, written as it is (a `serde_json` serializer copies
-/// it; nothing is serialised again).
+/// The canonical text, as raw JSON. The bundled sinks and content keys
+/// take [`Record::json_text`] instead; a serializer of its own checks the
+/// text once more (serde_json raw values are checked when made).
 impl Serialize for JsonRecord {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.canonical.serialize(serializer)
+        RawValue::from_string(self.canonical.to_string())
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
     }
 }
 
@@ -143,6 +145,10 @@ impl Record for JsonRecord {
 
     fn updated_at(&self) -> Option<String> {
         self.updated_at.clone()
+    }
+
+    fn json_text(&self) -> Option<&str> {
+        Some(&self.canonical)
     }
 }
 
