@@ -19,6 +19,43 @@ use super::Resource;
 /// changes; a `Decode` only says what one entry is. An entry it cannot
 /// read never fails its page: it becomes a [`Reject`], kept as sent with
 /// the reason.
+///
+/// Rows of a type of your own, read over the same loop:
+///
+/// ```
+/// use etl_core::Record;
+/// use etl_sources::rest::{Decode, Resource, RestSource};
+/// use etl_sources::SourceOptions;
+/// use serde::{Deserialize, Serialize};
+/// use std::borrow::Cow;
+///
+/// #[derive(Clone, Debug, Deserialize, Serialize)]
+/// struct Reading { sensor: String, celsius: f64 }
+///
+/// impl Record for Reading {
+///     const KIND: &'static str = "reading";
+///     fn record_id(&self) -> Option<String> { Some(self.sensor.clone()) }
+/// }
+///
+/// #[derive(Debug)]
+/// struct AsReading;
+///
+/// impl Decode for AsReading {
+///     type Row = Reading;
+///     fn read(&self, entry: &str, _: &Resource, _: Option<&str>) -> Result<Reading, String> {
+///         serde_json::from_str(entry).map_err(|e| e.to_string())
+///     }
+///     fn stored_updated_at<'l>(&self, _: &Resource, _: &'l [u8]) -> Option<Cow<'l, str>> {
+///         None // readings carry no update time
+///     }
+/// }
+///
+/// let file = "name = \"readings\"\nurl = \"http://127.0.0.1:8080/readings\"\nrecords = \"/items\"\nid = \"/sensor\"\n";
+/// let resource = Resource::parse(file, "readings.toml", |_| None)?;
+/// let source = RestSource::decoded(resource, AsReading, SourceOptions::default())?;
+/// assert_eq!(source.next_url().unwrap().path(), "/readings");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Decode: fmt::Debug + Send + Sync + 'static {
     /// The row an entry becomes.
     type Row: Record + Clone + Send;
