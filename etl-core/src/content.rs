@@ -11,12 +11,14 @@
 //! any row type), `row` and [`launch`] ([`Row`], [`crate::Launch`]; the rest
 //! of the Launch Library model stays in [`launch`]), `sink`
 //! ([`crate::Sink`]), `idempotent` ([`IdempotentSink`]), `jsonl`
-//! ([`crate::JsonlSink`]), `reject` (entries that did not read), and
-//! `parallel` (per-row work on every core, [`par_map`]).
+//! ([`crate::JsonlSink`]), `reject` (entries that did not read),
+//! `parallel` (per-row work on every core, [`par_map`]), and [`naming`]
+//! (table and column names made from member names, as dlt makes them).
 
 mod idempotent;
 pub(crate) mod jsonl;
 pub mod launch;
+pub mod naming;
 mod parallel;
 pub(crate) mod record;
 pub(crate) mod reject;
