@@ -152,10 +152,7 @@ fn collapse_underscores(text: &str) -> String {
 /// The short hash that marks a name made unique or cut: the first hex
 /// digits of the SHA-256 of `path`.
 pub fn tag(path: &str) -> String {
-    let digest = Sha256::digest(path.as_bytes());
-    let mut tag = hex::encode(&digest[..TAG_LEN / 2]);
-    tag.truncate(TAG_LEN);
-    tag
+    hex::encode(&Sha256::digest(path.as_bytes())[..TAG_LEN / 2])
 }
 
 /// `name`, at most `max_bytes` long: as it is when it fits, else cut and
@@ -316,15 +313,12 @@ impl Names {
         }
         // Taken or empty: the path's own tag. Another path's name can end
         // in this tag only if the two pointers' hashes meet.
-        let mut tagged = with_tag(&joined, max.min(joined.len() + TAG_LEN + 1), at);
+        let room = max.min(joined.len() + TAG_LEN + 1);
+        let mut tagged = with_tag(&joined, room, at);
         let mut salt = 0u32;
         while self.by_name.contains_key(&tagged) {
             salt += 1;
-            tagged = with_tag(
-                &joined,
-                max.min(joined.len() + TAG_LEN + 1),
-                &format!("{at}#{salt}"),
-            );
+            tagged = with_tag(&joined, room, &format!("{at}#{salt}"));
         }
         tagged
     }

@@ -39,7 +39,7 @@ pub use config::{Incremental, Method, ParamIn, Resource, DEFAULT_CONCURRENCY};
 pub use decode::{AsJson, Decode};
 pub use error::ConfigError;
 pub use family::{feed, ChildSource, Feed, Feeder, ParentRecord, Tapped};
-pub(crate) use paginate::NextUrl;
+pub(crate) use paginate::{cursor_at, NextUrl};
 pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::{JsonRecord, PARENT_MEMBER};

@@ -125,12 +125,13 @@ impl JsonRecord {
 
 /// The canonical text, as raw JSON. The bundled sinks and content keys
 /// take [`Record::json_text`] instead; a serializer of its own checks the
-/// text once more (serde_json raw values are checked when made).
+/// text once more (serde_json raw values are checked when made), borrowing
+/// it, not copying it.
 impl Serialize for JsonRecord {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        RawValue::from_string(self.canonical.to_string())
-            .map_err(serde::ser::Error::custom)?
-            .serialize(serializer)
+        let raw: &RawValue =
+            serde_json::from_str(&self.canonical).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
     }
 }
 

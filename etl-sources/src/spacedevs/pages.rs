@@ -4,10 +4,9 @@
 
 use etl_core::EtlError;
 use serde::Deserialize;
-use serde_json::Value;
 use url::Url;
 
-use crate::rest::{Head, NextUrl, Page, Paginator, Pointer, Request};
+use crate::rest::{cursor_at, Head, NextUrl, Page, Paginator, Pointer, Request};
 use crate::wire;
 
 /// The query parameter an incremental read sends its cursor in.
@@ -90,19 +89,17 @@ impl Paginator for LaunchPages {
     }
 
     fn next(&mut self, page: &Page<'_>) -> Result<Option<Request>, EtlError> {
-        let more = match page.value_at(&next_pointer())? {
-            None | Some(Value::Null) => false,
-            Some(Value::String(next)) => !next.is_empty(),
-            Some(_) => true,
+        let next = match &mut self.keyset {
+            // The link itself: `None` at the end, a loop refused.
+            None => self.next.next(page)?,
+            // The link says only whether more follow; the cursor says where.
+            Some(keyset) => match cursor_at(&next_pointer(), page, "next")? {
+                None => None,
+                Some(_) => Some(keyset.advance(page)?),
+            },
         };
-        self.learn(page, more)?;
-        if !more {
-            return Ok(None);
-        }
-        match &mut self.keyset {
-            None => self.next.next(page),
-            Some(keyset) => keyset.advance(page).map(Some),
-        }
+        self.learn(page, next.is_some())?;
+        Ok(next)
     }
 
     /// A link read is sent ahead from the page's head; a cursor read waits

@@ -14,6 +14,7 @@ mod page_number;
 mod single;
 
 pub(crate) use next_url::NextUrl;
+
 pub(crate) use single::Single;
 
 use etl_core::EtlError;
