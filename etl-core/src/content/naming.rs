@@ -284,13 +284,21 @@ impl Names {
     /// The name of the path of members `path`: the one it holds, else a
     /// new one, held from now on.
     pub fn name<S: AsRef<str>>(&mut self, path: &[S]) -> &str {
-        let at = pointer(path);
-        if !self.by_path.contains_key(&at) {
-            let name = self.new_name(path, &at);
-            self.by_name.insert(name.clone(), Some(at.clone()));
-            self.by_path.insert(at.clone(), name);
+        self.name_at(&pointer(path), path)
+    }
+
+    /// [`Names::name`] for a thing whose key in this namespace is `at`
+    /// rather than the pointer of `parts` (a child table, keyed by the
+    /// chain of lists it stands for; the `value` column of a list of
+    /// scalars, keyed by the element itself): named from `parts`, told
+    /// apart and tagged by `at`.
+    pub fn name_at<S: AsRef<str>>(&mut self, at: &str, parts: &[S]) -> &str {
+        if !self.by_path.contains_key(at) {
+            let name = self.new_name(parts, at);
+            self.by_name.insert(name.clone(), Some(at.to_owned()));
+            self.by_path.insert(at.to_owned(), name);
         }
-        &self.by_path[&at]
+        &self.by_path[at]
     }
 
     /// The name the path named `at` (its pointer) already holds, if any.
