@@ -24,6 +24,7 @@ pub(crate) mod record;
 pub(crate) mod reject;
 pub(crate) mod row;
 pub(crate) mod sink;
+pub mod typed;
 pub use sink::CanonicalSink;
 mod canonical_json;
 pub use canonical_json::{CanonicalJson, JsonKey};
