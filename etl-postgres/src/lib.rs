@@ -36,6 +36,7 @@
 
 mod errors;
 mod table;
+mod typed;
 
 use async_trait::async_trait;
 use etl_core::content::{CanonicalSink, KeyedJson};
@@ -48,6 +49,7 @@ use tokio_postgres::Client;
 use tokio_postgres::NoTls;
 
 pub use table::TableName;
+pub use typed::SCHEMA_TABLE;
 
 /// A [`etl_core::Sink`] into one PostgreSQL table, created if missing:
 ///
@@ -96,6 +98,8 @@ pub struct PostgresSink {
     id_column: TableName,
     client: Mutex<Option<Client>>,
     rejects_table_ready: AtomicBool,
+    /// The typed shape's tables; `None` in the JSON shape.
+    typed: Option<typed::Typed>,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -131,7 +135,110 @@ impl PostgresSink {
             table,
             client: Mutex::new(Some(client)),
             rejects_table_ready: AtomicBool::new(false),
+            typed: None,
         })
+    }
+
+    /// Connects to `url` and opens `table` in the typed shape, created if
+    /// missing: each record's members as typed columns, its lists as child
+    /// tables `<table>__<member>`, the schema kept in [`SCHEMA_TABLE`] and
+    /// grown, as `options` say, in the same transaction as the rows that
+    /// need it ([`etl_core::content::typed`] says how records become rows).
+    ///
+    /// | column | holds |
+    /// |---|---|
+    /// | `_etl_key text PRIMARY KEY` | [`etl_core::content_key`] of the record |
+    /// | `_etl_id text` | [`Record::record_id`] |
+    /// | `_etl_updated_at timestamptz` | [`Record::updated_at`] |
+    /// | `_etl_loaded_at timestamptz` | when the row was inserted |
+    /// | `_etl_row text` | the record's canonical JSON (`_etl_row::jsonb` reads it) |
+    /// | `_etl_meta jsonb` | null, or the values that did not fit their column |
+    /// | the members | one nullable column each, typed by the first value |
+    ///
+    /// A child table has `_etl_key` (of the element), `_etl_parent_key`,
+    /// `_etl_root_key` and `_etl_list_idx` before its members. Every table
+    /// has a view `<table>_current`: the resource's newest row per id, and
+    /// the child rows of those rows.
+    ///
+    /// A table of the JSON shape ([`PostgresSink::connect_as`]) that exists
+    /// already keeps that shape and loads as before. A record a frozen
+    /// schema refuses goes to `<table>_rejects`, naming the member; the
+    /// rest of its batch loads.
+    ///
+    /// ```no_run
+    /// use etl_core::content::typed::{ColumnType, SchemaOptions};
+    /// use etl_core::Sink;
+    /// use etl_postgres::PostgresSink;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Issue { id: u64, title: String, labels: Vec<Label> }
+    /// #[derive(serde::Serialize)]
+    /// struct Label { name: String }
+    /// impl etl_core::Record for Issue {
+    ///     fn record_id(&self) -> Option<String> { Some(self.id.to_string()) }
+    /// }
+    ///
+    /// # async fn run() -> Result<(), etl_core::EtlError> {
+    /// let options = SchemaOptions::postgres().hint("score", ColumnType::Double);
+    /// let issues = PostgresSink::connect_typed::<Issue>("postgres://etl@127.0.0.1/test", "issues", options).await?;
+    /// let issue = Issue { id: 1, title: "It breaks".into(), labels: vec![Label { name: "bug".into() }] };
+    /// issues.load(&[issue]).await?;
+    /// // SELECT i.title, l.name FROM issues_current i
+    /// //   JOIN issues__labels l ON l._etl_parent_key = i._etl_key;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_typed<T: Record>(
+        url: &str,
+        table: &str,
+        options: etl_core::content::typed::SchemaOptions,
+    ) -> Result<Self, EtlError> {
+        let name = TableName::new(table)?;
+        let client = open(url).await?;
+        match typed::Typed::open(&client, &name, options).await? {
+            Some(typed) => Ok(PostgresSink {
+                url: url.to_string(),
+                id_column: TableName::new(etl_core::content::typed::loader::ID)?,
+                table: name,
+                client: Mutex::new(Some(client)),
+                rejects_table_ready: AtomicBool::new(false),
+                typed: Some(typed),
+            }),
+            None => {
+                drop(client);
+                Self::connect_as::<T>(url, table).await
+            }
+        }
+    }
+
+    /// Whether the table has the typed shape
+    /// ([`PostgresSink::connect_typed`]).
+    pub fn is_typed(&self) -> bool {
+        self.typed.is_some()
+    }
+
+    /// The content key column of the table's shape.
+    fn key_column(&self) -> &'static str {
+        match self.typed {
+            Some(_) => "\"_etl_key\"",
+            None => "content_key",
+        }
+    }
+
+    /// The update time column of the table's shape.
+    fn updated_column(&self) -> &'static str {
+        match self.typed {
+            Some(_) => "\"_etl_updated_at\"",
+            None => "updated_at",
+        }
+    }
+
+    /// The record as jsonb, in the table's shape.
+    fn row_json(&self) -> &'static str {
+        match self.typed {
+            Some(_) => "(\"_etl_row\"::jsonb)",
+            None => "row",
+        }
     }
 
     /// The table this sink loads into.
@@ -153,7 +260,7 @@ impl PostgresSink {
     /// row it holds: wrap it in [`IdempotentSink::bounded`](etl_core::IdempotentSink::bounded)
     /// instead, as `launches` does. Kept for small tables and for tests.
     pub async fn content_keys(&self) -> Result<Vec<String>, EtlError> {
-        let sql = format!("SELECT content_key FROM {}", self.table.quoted());
+        let sql = format!("SELECT {} FROM {}", self.key_column(), self.table.quoted());
         self.query(&sql).await?.iter().map(get).collect()
     }
 
@@ -176,7 +283,11 @@ impl PostgresSink {
     /// (`2026-11-12T12:00:00Z`): the cursor of an incremental load. One
     /// look into the column's index, whatever the table holds.
     pub async fn newest_last_updated(&self) -> Result<Option<String>, EtlError> {
-        let sql = format!("SELECT max(updated_at) FROM {}", self.table.quoted());
+        let sql = format!(
+            "SELECT max({}) FROM {}",
+            self.updated_column(),
+            self.table.quoted()
+        );
         let newest: Option<SystemTime> = one(self.query(&sql).await?)?;
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
@@ -189,9 +300,11 @@ impl PostgresSink {
     pub async fn newest_by_member(&self, member: &str) -> Result<Vec<(String, String)>, EtlError> {
         let key = format!("'{}'", member.replace('\'', "''"));
         let sql = format!(
-            "SELECT (row -> {key})::text, max(updated_at) FROM {} \
-             WHERE row ? {key} AND updated_at IS NOT NULL GROUP BY row -> {key}",
-            self.table.quoted()
+            "SELECT ({row} -> {key})::text, max({at}) FROM {} \
+             WHERE {row} ? {key} AND {at} IS NOT NULL GROUP BY {row} -> {key}",
+            self.table.quoted(),
+            row = self.row_json(),
+            at = self.updated_column(),
         );
         let mut newest = Vec::new();
         for row in self.query(&sql).await? {
@@ -261,6 +374,21 @@ impl CanonicalSink for PostgresSink {
         rows: &[T],
         encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError> {
+        if let Some(typed) = &self.typed {
+            let (new, refused) = {
+                let mut slot = self.client.lock().await;
+                let client = connected(&mut slot, &self.url).await?;
+                let done = typed.store(client, rows, &encoded).await;
+                if let Err(e) = &done {
+                    if e.connection_lost() {
+                        *slot = None;
+                    }
+                }
+                done?
+            };
+            self.reject(&refused).await?;
+            return Ok(new);
+        }
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
         let mut ids = Vec::with_capacity(rows.len());

@@ -245,7 +245,7 @@ async fn create_if_missing(
 /// on the table's name: two processes creating or upgrading the same table
 /// at once would otherwise race on the catalog, and one would fail with a
 /// unique violation.
-async fn locked<T>(
+pub(crate) async fn locked<T>(
     client: &Client,
     table: &TableName,
     work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,

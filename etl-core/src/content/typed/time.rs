@@ -5,8 +5,16 @@ use chrono::{DateTime, NaiveDate};
 
 /// `text` as microseconds since the Unix epoch, UTC, when it is an RFC 3339
 /// date-time with an offset (`2024-05-01T12:00:00Z`,
-/// `2024-05-01T14:00:00.5+02:00`); `None` for any other string.
-pub(crate) fn timestamp_micros(text: &str) -> Option<i64> {
+/// `2024-05-01T14:00:00.5+02:00`); `None` for any other string. What makes
+/// a string a [`super::ColumnType::Timestamp`].
+///
+/// ```
+/// use etl_core::content::typed::timestamp_micros;
+///
+/// assert_eq!(timestamp_micros("1970-01-01T02:00:01+02:00"), Some(1_000_000));
+/// assert_eq!(timestamp_micros("yesterday"), None);
+/// ```
+pub fn timestamp_micros(text: &str) -> Option<i64> {
     // Every string of a record is tried: most are not date-times, and the
     // shape of `YYYY-MM-DDT` turns them away before chrono is asked.
     let b = text.as_bytes();

@@ -1,0 +1,623 @@
+//! Typed tables in PostgreSQL: a record's members as columns, its lists as
+//! child tables, the schema kept in `_etl_schema` and grown in the same
+//! transaction as the rows that need it (etl-core's `content::typed` says
+//! how records become rows; this says how they reach the server).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use etl_core::content::naming::{fit, POSTGRES_MAX_BYTES};
+use etl_core::content::typed::{
+    loader, meta_json, timestamp_micros, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema,
+    SchemaOptions, ShredError, Table,
+};
+use etl_core::content::KeyedJson;
+use etl_core::{EtlError, Record, Reject};
+use tokio::sync::Mutex;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Client;
+
+use crate::errors;
+use crate::table::{self, TableName};
+
+/// Where every typed table of a database keeps its schema: one row per
+/// resource table, the schema as `Schema::to_json` writes it.
+pub const SCHEMA_TABLE: &str = "_etl_schema";
+
+/// A typed table family: the resource's table, its child tables, and the
+/// schema this process last read or wrote.
+pub(crate) struct Typed {
+    table: TableName,
+    options: SchemaOptions,
+    state: Mutex<State>,
+}
+
+struct State {
+    schema: Schema,
+    /// The stored text `schema` was read from or written as; empty when
+    /// it must be read again (after a failed load).
+    stored: String,
+}
+
+/// A quoted identifier: a name is data, never SQL.
+pub(crate) fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn sql_type(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Bool => "boolean",
+        ColumnType::Bigint => "bigint",
+        ColumnType::Double => "double precision",
+        ColumnType::Timestamp => "timestamptz",
+        ColumnType::Date => "date",
+        ColumnType::Text => "text",
+        ColumnType::Json => "jsonb",
+    }
+}
+
+/// The view beside `table`: `<table>_current`, cut to 63 bytes with a hash
+/// of the table's name when longer.
+fn current_view(table: &str) -> String {
+    fit(&format!("{table}_current"), POSTGRES_MAX_BYTES, table)
+}
+
+impl Typed {
+    /// Opens the typed family of `table`, creating the table and its
+    /// schema row if missing. `None` when `table` exists in the JSON shape
+    /// of earlier releases: it keeps its shape.
+    pub(crate) async fn open(
+        client: &Client,
+        table: &TableName,
+        options: SchemaOptions,
+    ) -> Result<Option<Typed>, EtlError> {
+        let json_shape =
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) \
+             AND attname = 'content_key' AND NOT attisdropped)";
+        let row = client
+            .query_one(json_shape, &[&table.quoted()])
+            .await
+            .map_err(|e| errors::from_pg_plain(&e))?;
+        if row
+            .try_get::<_, bool>(0)
+            .map_err(|e| errors::from_pg_plain(&e))?
+        {
+            return Ok(None);
+        }
+        let fresh = Schema::new(table.as_str(), options.clone()).map_err(EtlError::InvalidInput)?;
+        let fresh_text = fresh.to_json();
+        let made = table::locked(client, table, async {
+            client
+                .batch_execute(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (
+                         table_name text PRIMARY KEY,
+                         schema text NOT NULL,
+                         changed_at timestamptz NOT NULL DEFAULT now())",
+                    quote(SCHEMA_TABLE)
+                ))
+                .await?;
+            let inserted = client
+                .execute(
+                    &format!(
+                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        quote(SCHEMA_TABLE)
+                    ),
+                    &[&table.as_str(), &fresh_text],
+                )
+                .await?;
+            if inserted == 1 {
+                client.batch_execute(&create_sql(&fresh, 0)).await?;
+            }
+            Ok(inserted == 1)
+        })
+        .await?;
+        // A table this call made is still to be shaped by its first load
+        // (a frozen contract holds from then on); one made before is read.
+        let state = match made {
+            true => State {
+                schema: fresh,
+                stored: fresh_text,
+            },
+            false => State {
+                schema: Schema::new(table.as_str(), options.clone())
+                    .map_err(EtlError::InvalidInput)?,
+                stored: String::new(),
+            },
+        };
+        Ok(Some(Typed {
+            table: table.clone(),
+            options,
+            state: Mutex::new(state),
+        }))
+    }
+
+    /// Loads `rows` (their keys and canonical JSON `encoded`) in one
+    /// transaction: the columns and tables they add, then their child rows,
+    /// then their rows. Returns how many rows were new, and the records a
+    /// frozen schema refused, as rejects.
+    pub(crate) async fn store<T: Record>(
+        &self,
+        client: &Client,
+        rows: &[T],
+        encoded: &[KeyedJson],
+    ) -> Result<(usize, Vec<Reject>), EtlError> {
+        let mut state = self.state.lock().await;
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(|e| errors::from_pg_plain(&e))?;
+        let done = self.store_in(client, &mut state, rows, encoded).await;
+        match done {
+            Ok(done) => {
+                client.batch_execute("COMMIT").await.map_err(|e| {
+                    state.stored.clear();
+                    errors::from_pg_plain(&e)
+                })?;
+                state.schema.set_exists();
+                Ok(done)
+            }
+            Err(e) => {
+                // The schema in memory may hold columns that were never
+                // committed: read it again next time.
+                state.stored.clear();
+                let _ = client.batch_execute("ROLLBACK").await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn store_in<T: Record>(
+        &self,
+        client: &Client,
+        state: &mut State,
+        rows: &[T],
+        encoded: &[KeyedJson],
+    ) -> Result<(usize, Vec<Reject>), EtlError> {
+        self.refresh(client, state, false).await?;
+        let mut before = Shape::of(&state.schema);
+        let generation = state.schema.generation();
+        let mut batch = self.shred(&mut state.schema, rows, encoded)?;
+        if state.schema.generation() != generation {
+            // Columns or tables to add: one writer at a time, against the
+            // schema as it is now (another may have grown it meanwhile, and
+            // then this batch's rows are made again on the grown schema).
+            if self.refresh(client, state, true).await? {
+                before = Shape::of(&state.schema);
+                batch = self.shred(&mut state.schema, rows, encoded)?;
+            }
+            let ddl = grow_sql(&state.schema, &before);
+            if !ddl.is_empty() {
+                client
+                    .batch_execute(&ddl)
+                    .await
+                    .map_err(|e| errors::from_pg_plain(&e))?;
+            }
+            let text = state.schema.to_json();
+            client
+                .execute(
+                    &format!(
+                        "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
+                        quote(SCHEMA_TABLE)
+                    ),
+                    &[&self.table.as_str(), &text],
+                )
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            state.stored = text;
+        }
+        let inserted = batch.insert(client, &state.schema).await?;
+        Ok((inserted, batch.refused))
+    }
+
+    /// Reads the stored schema (`FOR UPDATE` when `lock`) and takes it when
+    /// it differs from the one in memory. Returns whether it did.
+    async fn refresh(
+        &self,
+        client: &Client,
+        state: &mut State,
+        lock: bool,
+    ) -> Result<bool, EtlError> {
+        let sql = format!(
+            "SELECT schema FROM {} WHERE table_name = $1{}",
+            quote(SCHEMA_TABLE),
+            if lock { " FOR UPDATE" } else { "" }
+        );
+        let row = client
+            .query_one(&sql, &[&self.table.as_str()])
+            .await
+            .map_err(|e| errors::from_pg_plain(&e))?;
+        let stored: String = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+        if stored == state.stored {
+            return Ok(false);
+        }
+        state.schema = Schema::from_json(&stored, self.options.clone()).map_err(|e| {
+            EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", self.table.as_str()))
+        })?;
+        state.stored = stored;
+        Ok(true)
+    }
+
+    fn shred<T: Record>(
+        &self,
+        schema: &mut Schema,
+        rows: &[T],
+        encoded: &[KeyedJson],
+    ) -> Result<Batch, EtlError> {
+        let mut batch = Batch::default();
+        for (row, KeyedJson { key, json }) in rows.iter().zip(encoded) {
+            match schema.shred(json, key, &mut batch) {
+                Ok(()) => batch.record(row, key, json),
+                // Refused before the batch saw any of it.
+                Err(ShredError::Refused(refused)) => {
+                    let reject = Reject::new(
+                        json.as_str(),
+                        refused.to_string(),
+                        format!("table {}", self.table.as_str()),
+                    )?;
+                    batch.refused.push(reject);
+                }
+                Err(ShredError::Json(e)) => {
+                    return Err(EtlError::Parse(format!("record {key}: {e}")));
+                }
+            }
+        }
+        Ok(batch)
+    }
+}
+
+/// How many tables, and columns in each, a schema had.
+struct Shape(Vec<usize>);
+
+impl Shape {
+    fn of(schema: &Schema) -> Shape {
+        Shape(schema.tables().iter().map(|t| t.columns().len()).collect())
+    }
+}
+
+/// The DDL that makes `schema`'s tables and columns out of those `before`
+/// counts, children first (the order rows are inserted in, so that a load
+/// and a schema change never wait on each other in a circle).
+fn grow_sql(schema: &Schema, before: &Shape) -> String {
+    let mut sql = String::new();
+    for (at, table) in schema.tables().iter().enumerate().rev() {
+        match before.0.get(at) {
+            None => sql.push_str(&create_sql(schema, at)),
+            Some(&known) if known < table.columns().len() => {
+                let adds: Vec<String> = table.columns()[known..]
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "ADD COLUMN IF NOT EXISTS {} {}",
+                            quote(&c.name),
+                            sql_type(c.column_type)
+                        )
+                    })
+                    .collect();
+                sql.push_str(&format!(
+                    "ALTER TABLE {} {};\n",
+                    quote(table.name()),
+                    adds.join(", ")
+                ));
+                // A view's `*` was expanded when it was made.
+                sql.push_str(&view_sql(schema, table));
+            }
+            Some(_) => {}
+        }
+    }
+    sql
+}
+
+/// The table `at` of `schema` with its columns, its index and its view.
+fn create_sql(schema: &Schema, at: usize) -> String {
+    let table = &schema.tables()[at];
+    let mut columns: Vec<String> = match table.parent() {
+        None => vec![
+            format!("{} text PRIMARY KEY", quote(loader::KEY)),
+            format!("{} text", quote(loader::ID)),
+            format!("{} timestamptz", quote(loader::UPDATED_AT)),
+            format!(
+                "{} timestamptz NOT NULL DEFAULT now()",
+                quote(loader::LOADED_AT)
+            ),
+            format!("{} text NOT NULL", quote(loader::ROW)),
+            format!("{} jsonb", quote(loader::META)),
+        ],
+        Some(_) => vec![
+            format!("{} text PRIMARY KEY", quote(loader::KEY)),
+            format!("{} text NOT NULL", quote(loader::PARENT_KEY)),
+            format!("{} text NOT NULL", quote(loader::ROOT_KEY)),
+            format!("{} bigint NOT NULL", quote(loader::LIST_IDX)),
+        ],
+    };
+    columns.extend(
+        table
+            .columns()
+            .iter()
+            .map(|c| format!("{} {}", quote(&c.name), sql_type(c.column_type))),
+    );
+    let t = quote(table.name());
+    let indexes = match table.parent() {
+        None => format!(
+            "CREATE INDEX ON {t} ({u});\nCREATE INDEX ON {t} ({i}, {u} DESC NULLS LAST, {l} DESC);\n",
+            u = quote(loader::UPDATED_AT),
+            i = quote(loader::ID),
+            l = quote(loader::LOADED_AT),
+        ),
+        Some(_) => format!("CREATE INDEX ON {t} ({});\n", quote(loader::ROOT_KEY)),
+    };
+    format!(
+        "CREATE TABLE IF NOT EXISTS {t} ({});\n{indexes}{}",
+        columns.join(", "),
+        view_sql(schema, table)
+    )
+}
+
+/// `<table>_current`: for the resource's table, one row per id, the newest
+/// by update time, then load time, then key; for a child table, the rows
+/// whose record is a row of the resource's view.
+fn view_sql(schema: &Schema, table: &Table) -> String {
+    let view = quote(&current_view(table.name()));
+    let t = quote(table.name());
+    match table.parent() {
+        None => format!(
+            "CREATE OR REPLACE VIEW {view} AS SELECT DISTINCT ON ({i}) * FROM {t} \
+             WHERE {i} IS NOT NULL ORDER BY {i}, {u} DESC NULLS LAST, {l} DESC, {k};\n",
+            i = quote(loader::ID),
+            u = quote(loader::UPDATED_AT),
+            l = quote(loader::LOADED_AT),
+            k = quote(loader::KEY),
+        ),
+        Some(_) => format!(
+            "CREATE OR REPLACE VIEW {view} AS SELECT c.* FROM {t} c \
+             WHERE c.{r} IN (SELECT {k} FROM {root});\n",
+            r = quote(loader::ROOT_KEY),
+            k = quote(loader::KEY),
+            root = quote(&current_view(schema.tables()[0].name())),
+        ),
+    }
+}
+
+/// One column's values in a batch, as the array PostgreSQL receives.
+enum Values {
+    Bool(Vec<Option<bool>>),
+    Bigint(Vec<Option<i64>>),
+    Double(Vec<Option<f64>>),
+    Timestamp(Vec<Option<SystemTime>>),
+    /// Days since 1970-01-01, added to that date in SQL.
+    Date(Vec<Option<i32>>),
+    Text(Vec<Option<String>>),
+    /// JSON text, cast to jsonb in SQL.
+    Json(Vec<Option<String>>),
+}
+
+impl Values {
+    fn new(t: ColumnType) -> Values {
+        match t {
+            ColumnType::Bool => Values::Bool(Vec::new()),
+            ColumnType::Bigint => Values::Bigint(Vec::new()),
+            ColumnType::Double => Values::Double(Vec::new()),
+            ColumnType::Timestamp => Values::Timestamp(Vec::new()),
+            ColumnType::Date => Values::Date(Vec::new()),
+            ColumnType::Text => Values::Text(Vec::new()),
+            ColumnType::Json => Values::Json(Vec::new()),
+        }
+    }
+
+    /// Pads with NULLs to `rows` values.
+    fn pad(&mut self, rows: usize) {
+        match self {
+            Values::Bool(v) => v.resize(rows, None),
+            Values::Bigint(v) => v.resize(rows, None),
+            Values::Double(v) => v.resize(rows, None),
+            Values::Timestamp(v) => v.resize(rows, None),
+            Values::Date(v) => v.resize(rows, None),
+            Values::Text(v) => v.resize(rows, None),
+            Values::Json(v) => v.resize(rows, None),
+        }
+    }
+
+    /// Sets the value of row `row` (the last), NULLs before it.
+    fn set(&mut self, row: usize, cell: Cell<'_>) {
+        self.pad(row);
+        match (self, cell) {
+            (Values::Bool(v), Cell::Bool(b)) => v.push(Some(b)),
+            (Values::Bigint(v), Cell::Bigint(i)) => v.push(Some(i)),
+            (Values::Double(v), Cell::Double(f)) => v.push(Some(f)),
+            (Values::Timestamp(v), Cell::Timestamp(t)) => v.push(Some(micros_to_time(t))),
+            (Values::Date(v), Cell::Date(d)) => v.push(Some(d)),
+            (Values::Text(v), Cell::Text(t)) => v.push(Some(t.into_owned())),
+            (Values::Json(v), Cell::Json(t)) => v.push(Some(t.into_owned())),
+            // A column's cells are of its type (the schema says so); any
+            // other stays NULL rather than failing the load.
+            (values, _) => values.pad(row + 1),
+        }
+    }
+
+    /// The array parameter, its SQL array type, and how a value of it is
+    /// selected (`{}` is the value).
+    fn param(&self) -> (&(dyn ToSql + Sync), &'static str, &'static str) {
+        match self {
+            Values::Bool(v) => (v, "boolean[]", "{}"),
+            Values::Bigint(v) => (v, "bigint[]", "{}"),
+            Values::Double(v) => (v, "float8[]", "{}"),
+            Values::Timestamp(v) => (v, "timestamptz[]", "{}"),
+            Values::Date(v) => (v, "int4[]", "DATE '1970-01-01' + {}"),
+            Values::Text(v) => (v, "text[]", "{}"),
+            Values::Json(v) => (v, "text[]", "{}::jsonb"),
+        }
+    }
+}
+
+fn micros_to_time(micros: i64) -> SystemTime {
+    let magnitude = Duration::from_micros(micros.unsigned_abs());
+    if micros >= 0 {
+        UNIX_EPOCH + magnitude
+    } else {
+        UNIX_EPOCH - magnitude
+    }
+}
+
+/// One table's rows of a batch.
+#[derive(Default)]
+struct TableRows {
+    keys: Vec<String>,
+    parents: Vec<String>,
+    roots: Vec<String>,
+    idx: Vec<i64>,
+    columns: Vec<Option<Values>>,
+}
+
+/// A batch's rows, by table, as arrays: what [`Schema::shred`] writes.
+#[derive(Default)]
+struct Batch {
+    tables: Vec<TableRows>,
+    /// The resource's rows' loader values `shred` does not know.
+    ids: Vec<Option<String>>,
+    updated: Vec<Option<SystemTime>>,
+    texts: Vec<String>,
+    metas: Vec<Option<String>>,
+    refused: Vec<Reject>,
+}
+
+impl RowWriter for Batch {
+    fn begin_row(&mut self, table: usize, keys: RowKeys<'_>) {
+        if self.tables.len() <= table {
+            self.tables.resize_with(table + 1, TableRows::default);
+        }
+        let rows = &mut self.tables[table];
+        rows.keys.push(keys.key.to_owned());
+        if let (Some(parent), Some(idx)) = (keys.parent_key, keys.list_idx) {
+            rows.parents.push(parent.to_owned());
+            rows.roots.push(keys.root_key.to_owned());
+            rows.idx.push(i64::try_from(idx).unwrap_or(i64::MAX));
+        }
+    }
+
+    fn cell(&mut self, table: usize, column: usize, cell: Cell<'_>) {
+        let rows = &mut self.tables[table];
+        if rows.columns.len() <= column {
+            rows.columns.resize_with(column + 1, || None);
+        }
+        let row = rows.keys.len() - 1;
+        rows.columns[column]
+            .get_or_insert_with(|| Values::new(cell.column_type()))
+            .set(row, cell);
+    }
+
+    fn end_row(&mut self, table: usize, misfits: &[Misfit]) {
+        if table == 0 {
+            self.metas.push(meta_json(misfits));
+        }
+    }
+}
+
+impl Batch {
+    /// The resource's row just shredded: its id, update time and text.
+    fn record<T: Record>(&mut self, row: &T, key: &str, json: &str) {
+        self.ids.push(row.record_id());
+        // Any offset, as a timestamp column reads it (the JSON shape's
+        // reader takes UTC alone).
+        let updated = row
+            .updated_at()
+            .and_then(|text| match timestamp_micros(&text) {
+                Some(micros) => Some(micros_to_time(micros)),
+                None => {
+                    tracing::warn!(
+                        value = text,
+                        content_key = key,
+                        "update time is not an RFC 3339 timestamp: stored as NULL"
+                    );
+                    None
+                }
+            });
+        self.updated.push(updated);
+        self.texts.push(json.to_owned());
+    }
+
+    /// Inserts every table's rows, children first; returns how many of the
+    /// resource's rows were new.
+    async fn insert(&mut self, client: &Client, schema: &Schema) -> Result<usize, EtlError> {
+        let mut new = 0;
+        for at in (0..self.tables.len()).rev() {
+            let rows = &mut self.tables[at];
+            let n = rows.keys.len();
+            if n == 0 {
+                continue;
+            }
+            for values in rows.columns.iter_mut().flatten() {
+                values.pad(n);
+            }
+            let table = &schema.tables()[at];
+            let mut names: Vec<String> = Vec::new();
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+            let mut types: Vec<&str> = Vec::new();
+            let mut selects: Vec<String> = Vec::new();
+            // The loader columns: name, array, its type, how it is selected.
+            type Loader<'a> = (
+                &'static str,
+                &'a (dyn ToSql + Sync),
+                &'static str,
+                &'static str,
+            );
+            let loaders: Vec<Loader<'_>> = if at == 0 {
+                vec![
+                    (loader::KEY, &rows.keys, "text[]", "{}"),
+                    (loader::ID, &self.ids, "text[]", "{}"),
+                    (loader::UPDATED_AT, &self.updated, "timestamptz[]", "{}"),
+                    (loader::ROW, &self.texts, "text[]", "{}"),
+                    (loader::META, &self.metas, "text[]", "{}::jsonb"),
+                ]
+            } else {
+                vec![
+                    (loader::KEY, &rows.keys, "text[]", "{}"),
+                    (loader::PARENT_KEY, &rows.parents, "text[]", "{}"),
+                    (loader::ROOT_KEY, &rows.roots, "text[]", "{}"),
+                    (loader::LIST_IDX, &rows.idx, "bigint[]", "{}"),
+                ]
+            };
+            for (name, param, ty, select) in loaders {
+                names.push(quote(name));
+                params.push(param);
+                types.push(ty);
+                selects.push(select.to_owned());
+            }
+            for (column, values) in table.columns().iter().zip(&rows.columns) {
+                if let Some(values) = values {
+                    let (param, ty, select) = values.param();
+                    names.push(quote(&column.name));
+                    params.push(param);
+                    types.push(ty);
+                    selects.push(select.to_owned());
+                }
+            }
+            let arrays: Vec<String> = types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("${}::{t}", i + 1))
+                .collect();
+            let aliases: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
+            let picks: Vec<String> = selects
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.replace("{}", &format!("u.c{i}")))
+                .collect();
+            let sql = format!(
+                "INSERT INTO {t} ({names}) SELECT {picks} FROM UNNEST({arrays}) AS u({aliases}) \
+                 ON CONFLICT ({k}) DO NOTHING",
+                t = quote(table.name()),
+                names = names.join(", "),
+                picks = picks.join(", "),
+                arrays = arrays.join(", "),
+                aliases = aliases.join(", "),
+                k = quote(loader::KEY),
+            );
+            let inserted = client
+                .execute(&sql, &params)
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            if at == 0 {
+                new = usize::try_from(inserted).unwrap_or(usize::MAX);
+            }
+        }
+        Ok(new)
+    }
+}

@@ -1,0 +1,507 @@
+//! Typed tables (`PostgresSink::connect_typed`) against a real PostgreSQL
+//! server, read back with SQL as an analyst would. Opt in with
+//! `ETL_PG_URL=postgres://user@127.0.0.1:5432/db cargo test -- --include-ignored`
+//! (`.ci/run` does); without the variable these tests are ignored.
+
+use etl_core::content::typed::{ColumnType, Contract, SchemaOptions};
+use etl_core::{Record, Sink};
+use etl_postgres::PostgresSink;
+use serde_json::json;
+use std::collections::HashSet;
+use tokio_postgres::NoTls;
+
+fn url() -> String {
+    std::env::var("ETL_PG_URL")
+        .expect("ETL_PG_URL is not set: these tests need a PostgreSQL server")
+}
+
+/// A JSON record with an `id` and an `updated_at`.
+#[derive(serde::Serialize, Clone)]
+#[serde(transparent)]
+struct Doc(serde_json::Value);
+
+impl Record for Doc {
+    fn record_id(&self) -> Option<String> {
+        self.0.get("id").map(|id| id.to_string())
+    }
+
+    fn updated_at(&self) -> Option<String> {
+        self.0
+            .get("updated_at")
+            .and_then(|t| t.as_str())
+            .map(str::to_owned)
+    }
+}
+
+fn docs(values: &[serde_json::Value]) -> Vec<Doc> {
+    values.iter().cloned().map(Doc).collect()
+}
+
+/// A table family of this test's own, dropped first in case a run was
+/// killed.
+async fn fresh(name: &str) -> (tokio_postgres::Client, String) {
+    let table = format!("etl_typed_{name}_{}", std::process::id());
+    let (admin, connection) = tokio_postgres::connect(&url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    drop_family(&admin, &table).await;
+    (admin, table)
+}
+
+async fn drop_family(admin: &tokio_postgres::Client, table: &str) {
+    let tables = admin
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE tablename = $1 OR tablename LIKE $1 || '\\_\\_%'",
+            &[&table],
+        )
+        .await
+        .unwrap();
+    for t in tables {
+        let t: String = t.get(0);
+        admin
+            .batch_execute(&format!("DROP TABLE IF EXISTS \"{t}\" CASCADE"))
+            .await
+            .unwrap();
+    }
+    admin
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS \"{table}_rejects\"; \
+             DO $$ BEGIN IF to_regclass('_etl_schema') IS NOT NULL THEN \
+             DELETE FROM _etl_schema WHERE table_name = '{table}'; END IF; END $$"
+        ))
+        .await
+        .unwrap();
+}
+
+/// The table's columns and their types, in order.
+async fn columns(admin: &tokio_postgres::Client, table: &str) -> Vec<(String, String)> {
+    admin
+        .query(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns \
+             WHERE table_name = $1 ORDER BY ordinal_position",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+async fn count(admin: &tokio_postgres::Client, sql: &str) -> i64 {
+    admin.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+fn issue(n: i64) -> serde_json::Value {
+    json!({
+        "id": n,
+        "title": format!("issue {n}"),
+        "updated_at": "2024-05-01T14:00:00+02:00",
+        "user": {"login": "ada", "site": {"id": 7}},
+        "labels": [{"name": "bug", "color": "red"}, {"name": "ui", "color": "blue"}],
+        "tags": ["a", "b", "c"],
+        "score": 1.5,
+        "locked": false,
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn records_load_as_typed_columns_and_child_tables_each_once() {
+    let (admin, t) = fresh("shape").await;
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    assert!(sink.is_typed());
+    let rows = docs(&[issue(1), issue(2)]);
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(
+        sink.load(&rows).await.unwrap(),
+        0,
+        "held rows are not written again"
+    );
+
+    let cols = columns(&admin, &t).await;
+    let expect = [
+        ("_etl_key", "text"),
+        ("_etl_id", "text"),
+        ("_etl_updated_at", "timestamp with time zone"),
+        ("_etl_loaded_at", "timestamp with time zone"),
+        ("_etl_row", "text"),
+        ("_etl_meta", "jsonb"),
+        ("id", "bigint"),
+        ("locked", "boolean"),
+        ("score", "double precision"),
+        ("title", "text"),
+        ("updated_at", "timestamp with time zone"),
+        ("user__login", "text"),
+        ("user__site__id", "bigint"),
+    ];
+    let got: Vec<(&str, &str)> = cols.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(got, expect);
+    let labels = format!("{t}__labels");
+    assert_eq!(
+        columns(&admin, &labels)
+            .await
+            .iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "_etl_key",
+            "_etl_parent_key",
+            "_etl_root_key",
+            "_etl_list_idx",
+            "color",
+            "name"
+        ]
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{labels}\"")).await,
+        4,
+        "each child once"
+    );
+    assert_eq!(
+        count(
+            &admin,
+            &format!("SELECT count(*) FROM \"{t}__tags\" WHERE value = 'c'")
+        )
+        .await,
+        2
+    );
+
+    // As an analyst asks: the labels of issue 2, through the views.
+    let names: Vec<String> = admin
+        .query(
+            &format!(
+                "SELECT l.name FROM \"{t}_current\" i JOIN \"{labels}_current\" l ON l._etl_parent_key = i._etl_key \
+                 WHERE i.id = 2 ORDER BY l._etl_list_idx"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, ["bug", "ui"]);
+    let row = admin
+        .query_one(
+            &format!(
+                "SELECT _etl_row::jsonb -> 'user' ->> 'login', _etl_id, \
+                 _etl_updated_at = '2024-05-01T12:00:00Z', updated_at = '2024-05-01T12:00:00Z', _etl_meta IS NULL \
+                 FROM \"{t}\" WHERE id = 1"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "ada");
+    assert_eq!(row.get::<_, String>(1), "1");
+    assert!(row.get::<_, bool>(2) && row.get::<_, bool>(3) && row.get::<_, bool>(4));
+    // The key is the raw record's, as the JSON shape and JSONL have it.
+    let key: String = admin
+        .query_one(&format!("SELECT _etl_key FROM \"{t}\" WHERE id = 1"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(key, etl_core::content_key(&rows[0]).unwrap());
+    assert_eq!(sink.count().await.unwrap(), 2);
+    assert_eq!(sink.content_keys().await.unwrap().len(), 2);
+    assert_eq!(
+        sink.newest_last_updated().await.unwrap().as_deref(),
+        Some("2024-05-01T12:00:00Z")
+    );
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn the_schema_evolves_across_runs_and_a_misfit_never_fails_a_load() {
+    let (admin, t) = fresh("evolve").await;
+    let options = SchemaOptions::postgres()
+        .hint("due", ColumnType::Date)
+        .hint("never", ColumnType::Bigint);
+    let first = PostgresSink::connect_typed::<Doc>(&url(), &t, options.clone())
+        .await
+        .unwrap();
+    first
+        .load(&docs(&[json!({"id": 1, "count": 3})]))
+        .await
+        .unwrap();
+    drop(first);
+    let cols = columns(&admin, &t).await;
+    assert!(
+        cols.contains(&("never".into(), "bigint".into())),
+        "a hinted column exists while all null: {cols:?}"
+    );
+    assert!(cols.contains(&("due".into(), "date".into())));
+
+    // A later run: a new member, a misfit, a hinted value.
+    let later = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let loaded = later
+        .load(&docs(&[
+            json!({"id": 2, "count": "many", "fresh": true, "due": "2024-01-02"}),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(loaded, 1, "the misfit's row still loads");
+    let row = admin
+        .query_one(
+            &format!(
+                "SELECT count, fresh, due = DATE '2024-01-02', _etl_meta -> 'misfits' -> 0 ->> 'path', \
+                 _etl_meta -> 'misfits' -> 0 ->> 'found', _etl_row::jsonb ->> 'count' FROM \"{t}\" WHERE id = 2"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<i64>>(0), None);
+    assert_eq!(row.get::<_, Option<bool>>(1), Some(true));
+    assert!(row.get::<_, bool>(2));
+    assert_eq!(row.get::<_, String>(3), "/count");
+    assert_eq!(row.get::<_, String>(4), "string");
+    assert_eq!(row.get::<_, String>(5), "many", "the value is in _etl_row");
+    let old: Option<bool> = admin
+        .query_one(&format!("SELECT fresh FROM \"{t}\" WHERE id = 1"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        old, None,
+        "rows loaded before a column existed hold NULL there"
+    );
+    // The view shows the new column.
+    assert_eq!(
+        count(
+            &admin,
+            &format!("SELECT count(*) FROM \"{t}_current\" WHERE fresh")
+        )
+        .await,
+        1
+    );
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_frozen_schema_rejects_what_would_change_it_and_loads_the_rest() {
+    let (admin, t) = fresh("freeze").await;
+    let options = SchemaOptions::postgres().contract(Contract::Freeze);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options.clone())
+        .await
+        .unwrap();
+    sink.load(&docs(&[json!({"id": 1, "n": 1})])).await.unwrap();
+    let again = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let loaded = again
+        .load(&docs(&[
+            json!({"id": 2, "n": 2}),
+            json!({"id": 3, "n": 3, "extra": "x"}),
+            json!({"id": 4, "n": "x"}),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(loaded, 1);
+    assert_eq!(again.rejects_count().await.unwrap(), 2);
+    let errors: Vec<String> = admin
+        .query(
+            &format!("SELECT error FROM \"{t}_rejects\" ORDER BY error"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        errors[0].contains("\"/extra\"") && errors[0].contains("would add a column"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("\"/n\"") && errors[1].contains("does not fit"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        columns(&admin, &t)
+            .await
+            .iter()
+            .filter(|c| !c.0.starts_with("_etl_"))
+            .count(),
+        2,
+        "no column added"
+    );
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn hostile_member_names_load_as_data_never_as_sql() {
+    let (admin, t) = fresh("hostile").await;
+    let long = "k".repeat(10_000);
+    let keys = [
+        "\"quoted\"",
+        "x\"; DROP TABLE pg_class; --",
+        "select",
+        "user",
+        "order",
+        "",
+        "naïve",
+        "Name",
+        "name",
+        "createdAt",
+        "created_at",
+        "a__b",
+        "_etl_key",
+        long.as_str(),
+    ];
+    let mut record = serde_json::Map::new();
+    record.insert("id".into(), json!(1));
+    for (i, k) in keys.iter().enumerate() {
+        record.insert((*k).to_owned(), json!(i));
+    }
+    let ids: serde_json::Map<String, serde_json::Value> =
+        (0..5_000).map(|i| (i.to_string(), json!(i))).collect();
+    // Last in key order: the members before it get their columns first.
+    record.insert("zz_by_id".into(), serde_json::Value::Object(ids));
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    assert_eq!(
+        sink.load(&docs(&[serde_json::Value::Object(record)]))
+            .await
+            .unwrap(),
+        1
+    );
+    let cols = columns(&admin, &t).await;
+    let names: HashSet<&str> = cols.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(names.len(), cols.len(), "no two members on one column");
+    assert!(names.contains("select") && names.contains("order") && names.contains("user"));
+    assert!(cols.iter().all(|c| c.0.len() <= 63));
+    assert!(
+        cols.len() < 1_600,
+        "the id map stays in _etl_row past the limit: {}",
+        cols.len()
+    );
+    let key: String = admin
+        .query_one(&format!("SELECT _etl_key FROM \"{t}\""), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        key.len(),
+        64,
+        "the member _etl_key does not take the loader's column"
+    );
+    let untyped: String = admin
+        .query_one(
+            "SELECT schema FROM _etl_schema WHERE table_name = $1",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(untyped.contains("\"untyped\":[\"/zz_by_id\"]"), "{untyped}");
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn four_writers_adding_columns_at_once_each_get_every_column_once() {
+    let (admin, t) = fresh("writers").await;
+    let mut tasks = Vec::new();
+    for w in 0..4i64 {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            let sink =
+                PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres()).await?;
+            let mut new = 0;
+            for batch in 0..5i64 {
+                let rows: Vec<Doc> = (0..20)
+                    .map(|i| {
+                        let n = w * 1_000 + batch * 100 + i;
+                        Doc(json!({
+                            "id": n,
+                            "shared": n,
+                            format!("w{w}_b{batch}"): n,
+                            "nested": {format!("w{w}"): {"deep": n}},
+                            "list": [{format!("w{w}"): n, "common": "c"}],
+                        }))
+                    })
+                    .collect();
+                new += sink.load(&rows).await?;
+            }
+            Ok::<usize, etl_core::EtlError>(new)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap().unwrap();
+    }
+    assert_eq!(total, 400);
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        400
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}__list\"")).await,
+        400
+    );
+    let cols = columns(&admin, &t).await;
+    let data: Vec<&str> = cols
+        .iter()
+        .map(|c| c.0.as_str())
+        .filter(|c| !c.starts_with("_etl_"))
+        .collect();
+    // id, shared, 20 wW_bB, 4 nested__wW__deep.
+    assert_eq!(data.len(), 2 + 20 + 4, "{data:?}");
+    assert_eq!(data.iter().collect::<HashSet<_>>().len(), data.len());
+    // Every row's own member landed in its column.
+    for w in 0..4 {
+        assert_eq!(
+            count(
+                &admin,
+                &format!("SELECT count(*) FROM \"{t}\" WHERE nested__w{w}__deep = id")
+            )
+            .await,
+            100
+        );
+    }
+    let stored: String = admin
+        .query_one(
+            "SELECT schema FROM _etl_schema WHERE table_name = $1",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for c in &data {
+        assert!(
+            stored.contains(&format!("\"name\":\"{c}\"")),
+            "{c} is not in the stored schema"
+        );
+    }
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_table_of_the_json_shape_keeps_its_shape() {
+    let (admin, t) = fresh("oldshape").await;
+    let old = PostgresSink::connect_as::<Doc>(&url(), &t).await.unwrap();
+    old.load(&docs(&[json!({"id": 1})])).await.unwrap();
+    drop(old);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    assert!(!sink.is_typed());
+    assert_eq!(
+        sink.load(&docs(&[json!({"id": 1}), json!({"id": 2})]))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(columns(&admin, &t).await.iter().any(|c| c.0 == "row"));
+    drop_family(&admin, &t).await;
+}
