@@ -78,3 +78,51 @@ fn variants(json: &str, n: usize) -> Vec<Row> {
         })
         .collect()
 }
+
+/// `n` GitHub-issue-like records as canonical JSON text (about 1 KB each):
+/// objects three levels deep (`user.profile.location`), two lists of
+/// objects (`labels`, `assignees`), timestamps with offsets, a null member
+/// and a long text. What the typed-table benches load.
+pub fn issues(n: usize) -> Vec<String> {
+    const LABELS: [&str; 3] = ["bug", "ui", "perf"];
+    (0..n)
+        .map(|i| {
+            let labels: Vec<_> = (0..1 + i % 3)
+                .map(|l| {
+                    serde_json::json!({
+                        "id": 1000 + l,
+                        "name": LABELS[l],
+                        "color": "d73a4a",
+                        "default": l == 0,
+                    })
+                })
+                .collect();
+            let assignees: Vec<_> = (0..i % 3)
+                .map(|a| serde_json::json!({"login": format!("dev{a}"), "id": 50 + a, "site_admin": false}))
+                .collect();
+            serde_json::json!({
+                "id": 9_000_000 + i,
+                "number": i,
+                "title": format!("Issue {i}: the exporter drops a batch under load"),
+                "state": if i % 4 == 0 { "closed" } else { "open" },
+                "locked": false,
+                "comments": i % 17,
+                "created_at": "2024-05-01T12:00:00Z",
+                "updated_at": format!("2024-05-{:02}T08:{:02}:00+02:00", 1 + i % 28, i % 60),
+                "closed_at": null,
+                "body": "Steps to reproduce: run the exporter with 4 workers against a slow sink and watch the batch counter; one batch in a few thousand is never written and no error is logged.",
+                "score": 0.5 + (i % 10) as f64,
+                "user": {
+                    "login": format!("user{}", i % 500),
+                    "id": 10_000 + i % 500,
+                    "type": "User",
+                    "profile": {"url": format!("https://example.com/u/{}", i % 500), "location": {"city": "Lisbon", "country": "PT"}},
+                },
+                "reactions": {"total_count": i % 7, "+1": i % 5, "heart": i % 2},
+                "labels": labels,
+                "assignees": assignees,
+            })
+            .to_string()
+        })
+        .collect()
+}

@@ -3,6 +3,7 @@
 //! transaction as the rows that need it (etl-core's `content::typed` says
 //! how records become rows; this says how they reach the server).
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etl_core::content::naming::{fit, POSTGRES_MAX_BYTES};
@@ -84,8 +85,17 @@ impl Typed {
             return Ok(None);
         }
         let fresh = Schema::new(table.as_str(), options.clone()).map_err(EtlError::InvalidInput)?;
+        if fresh.tables()[0].name() != table.as_str() {
+            return Err(EtlError::InvalidInput(format!(
+                "typed table {:?}: its name must be as the naming rules make it, {:?}",
+                table.as_str(),
+                fresh.tables()[0].name()
+            )));
+        }
         let fresh_text = fresh.to_json();
-        let made = table::locked(client, table, async {
+        // Under a lock of its own: every family shares it.
+        let schema_table = TableName::new(SCHEMA_TABLE)?;
+        table::locked(client, &schema_table, async {
             client
                 .batch_execute(&format!(
                     "CREATE TABLE IF NOT EXISTS {} (
@@ -94,7 +104,10 @@ impl Typed {
                          changed_at timestamptz NOT NULL DEFAULT now())",
                     quote(SCHEMA_TABLE)
                 ))
-                .await?;
+                .await
+        })
+        .await?;
+        let made = table::locked(client, table, async {
             let inserted = client
                 .execute(
                     &format!(
@@ -131,8 +144,8 @@ impl Typed {
     }
 
     /// Loads `rows` (their keys and canonical JSON `encoded`) in one
-    /// transaction: the columns and tables they add, then their child rows,
-    /// then their rows. Returns how many rows were new, and the records a
+    /// transaction: the columns and tables they add, their rows, and the
+    /// child rows of those that were new. Returns how many rows were new, and the records a
     /// frozen schema refused, as rejects.
     pub(crate) async fn store<T: Record>(
         &self,
@@ -274,11 +287,11 @@ impl Shape {
 }
 
 /// The DDL that makes `schema`'s tables and columns out of those `before`
-/// counts, children first (the order rows are inserted in, so that a load
-/// and a schema change never wait on each other in a circle).
+/// counts, the resource's table first (the order rows are inserted in, so
+/// that a load and a schema change never wait on each other in a circle).
 fn grow_sql(schema: &Schema, before: &Shape) -> String {
     let mut sql = String::new();
-    for (at, table) in schema.tables().iter().enumerate().rev() {
+    for (at, table) in schema.tables().iter().enumerate() {
         match before.0.get(at) {
             None => sql.push_str(&create_sql(schema, at)),
             Some(&known) if known < table.columns().len() => {
@@ -322,7 +335,9 @@ fn create_sql(schema: &Schema, at: usize) -> String {
             format!("{} jsonb", quote(loader::META)),
         ],
         Some(_) => vec![
-            format!("{} text PRIMARY KEY", quote(loader::KEY)),
+            // No key constraint: a record's child rows are written once,
+            // with its row (see `Batch::insert`).
+            format!("{} text NOT NULL", quote(loader::KEY)),
             format!("{} text NOT NULL", quote(loader::PARENT_KEY)),
             format!("{} text NOT NULL", quote(loader::ROOT_KEY)),
             format!("{} bigint NOT NULL", quote(loader::LIST_IDX)),
@@ -342,7 +357,10 @@ fn create_sql(schema: &Schema, at: usize) -> String {
             i = quote(loader::ID),
             l = quote(loader::LOADED_AT),
         ),
-        Some(_) => format!("CREATE INDEX ON {t} ({});\n", quote(loader::ROOT_KEY)),
+        // None on a child table: an index on `_etl_parent_key` cost a
+        // load a fifth of its time (BENCHMARKS.md), and analysts' joins
+        // read whole tables; one who looks up a few records adds it.
+        Some(_) => String::new(),
     };
     format!(
         "CREATE TABLE IF NOT EXISTS {t} ({});\n{indexes}{}",
@@ -432,6 +450,19 @@ impl Values {
         }
     }
 
+    /// Keeps the values whose place in `keep` is true.
+    fn retain(&mut self, keep: &[bool]) {
+        match self {
+            Values::Bool(v) => retain(v, keep),
+            Values::Bigint(v) => retain(v, keep),
+            Values::Double(v) => retain(v, keep),
+            Values::Timestamp(v) => retain(v, keep),
+            Values::Date(v) => retain(v, keep),
+            Values::Text(v) => retain(v, keep),
+            Values::Json(v) => retain(v, keep),
+        }
+    }
+
     /// The array parameter, its SQL array type, and how a value of it is
     /// selected (`{}` is the value).
     fn param(&self) -> (&(dyn ToSql + Sync), &'static str, &'static str) {
@@ -464,6 +495,34 @@ struct TableRows {
     roots: Vec<String>,
     idx: Vec<i64>,
     columns: Vec<Option<Values>>,
+}
+
+impl TableRows {
+    /// Keeps the child rows whose record's key is in `roots`.
+    fn keep_children_of(&mut self, roots: &HashSet<String>) {
+        let keep: Vec<bool> = self.roots.iter().map(|r| roots.contains(r)).collect();
+        if keep.iter().all(|k| *k) {
+            return;
+        }
+        let n = self.keys.len();
+        retain(&mut self.keys, &keep);
+        retain(&mut self.parents, &keep);
+        retain(&mut self.roots, &keep);
+        retain(&mut self.idx, &keep);
+        for values in self.columns.iter_mut().flatten() {
+            values.pad(n);
+            values.retain(&keep);
+        }
+    }
+}
+
+/// Keeps the items of `v` whose place in `keep` is true.
+fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut at = 0;
+    v.retain(|_| {
+        at += 1;
+        keep[at - 1]
+    });
 }
 
 /// A batch's rows, by table, as arrays: what [`Schema::shred`] writes.
@@ -533,12 +592,18 @@ impl Batch {
         self.texts.push(json.to_owned());
     }
 
-    /// Inserts every table's rows, children first; returns how many of the
-    /// resource's rows were new.
+    /// Inserts the resource's rows, then the child rows of those that were
+    /// new; returns how many were.
     async fn insert(&mut self, client: &Client, schema: &Schema) -> Result<usize, EtlError> {
-        let mut new = 0;
-        for at in (0..self.tables.len()).rev() {
+        let mut new_keys = HashSet::new();
+        for at in 0..self.tables.len() {
             let rows = &mut self.tables[at];
+            if at > 0 {
+                // Only the child rows of records that are new here: a held
+                // record has its child rows already (they came in its
+                // transaction), so child tables need no key of their own.
+                rows.keep_children_of(&new_keys);
+            }
             let n = rows.keys.len();
             if n == 0 {
                 continue;
@@ -601,23 +666,38 @@ impl Batch {
                 .map(|(i, s)| s.replace("{}", &format!("u.c{i}")))
                 .collect();
             let sql = format!(
-                "INSERT INTO {t} ({names}) SELECT {picks} FROM UNNEST({arrays}) AS u({aliases}) \
-                 ON CONFLICT ({k}) DO NOTHING",
+                "INSERT INTO {t} ({names}) SELECT {picks} FROM UNNEST({arrays}) AS u({aliases}){tail}",
                 t = quote(table.name()),
                 names = names.join(", "),
                 picks = picks.join(", "),
                 arrays = arrays.join(", "),
                 aliases = aliases.join(", "),
-                k = quote(loader::KEY),
+                tail = match at {
+                    0 => format!(" ON CONFLICT ({k}) DO NOTHING RETURNING {k}", k = quote(loader::KEY)),
+                    _ => String::new(),
+                },
             );
-            let inserted = client
-                .execute(&sql, &params)
-                .await
-                .map_err(|e| errors::from_pg_plain(&e))?;
             if at == 0 {
-                new = usize::try_from(inserted).unwrap_or(usize::MAX);
+                // A concurrent writer's insert of the same record waits
+                // here until it commits, and is then not returned: its
+                // child rows are that writer's to write.
+                for row in client
+                    .query(&sql, &params)
+                    .await
+                    .map_err(|e| errors::from_pg_plain(&e))?
+                {
+                    new_keys.insert(
+                        row.try_get::<_, String>(0)
+                            .map_err(|e| errors::from_pg_plain(&e))?,
+                    );
+                }
+            } else {
+                client
+                    .execute(&sql, &params)
+                    .await
+                    .map_err(|e| errors::from_pg_plain(&e))?;
             }
         }
-        Ok(new)
+        Ok(new_keys.len())
     }
 }

@@ -505,3 +505,61 @@ async fn a_table_of_the_json_shape_keeps_its_shape() {
     assert!(columns(&admin, &t).await.iter().any(|c| c.0 == "row"));
     drop_family(&admin, &t).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn overlapping_writers_write_each_record_and_each_child_once() {
+    let (admin, t) = fresh("overlap").await;
+    let records = docs(&(0..200).map(issue).collect::<Vec<_>>());
+    let mut tasks = Vec::new();
+    for w in 0..3 {
+        let (t, mut mine) = (t.clone(), records.clone());
+        // Each writer meets the records in an order of its own.
+        mine.rotate_left(w * 70);
+        tasks.push(tokio::spawn(async move {
+            let sink =
+                PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres()).await?;
+            let mut new = 0;
+            for batch in mine.chunks(50) {
+                new += sink.load(batch).await?;
+            }
+            Ok::<usize, etl_core::EtlError>(new)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap().unwrap();
+    }
+    assert_eq!(total, 200, "each record new to exactly one writer");
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        200
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}__labels\"")).await,
+        400
+    );
+    assert_eq!(
+        count(
+            &admin,
+            &format!("SELECT count(DISTINCT _etl_key) FROM \"{t}__tags\"")
+        )
+        .await,
+        count(&admin, &format!("SELECT count(*) FROM \"{t}__tags\"")).await,
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}__tags\"")).await,
+        600
+    );
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_typed_table_name_is_as_the_naming_rules_make_it() {
+    let e = PostgresSink::connect_typed::<Doc>(&url(), "IssuesTable", SchemaOptions::postgres())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, etl_core::EtlError::InvalidInput(_)), "{e}");
+    assert!(e.to_string().contains("\"issues_table\""), "{e}");
+}

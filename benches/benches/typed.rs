@@ -1,0 +1,208 @@
+//! Typed tables: what one pass over a record into typed cells costs
+//! (`Schema::shred`), beside the passes every load makes already (the
+//! canonical read) and beside parsing into a `serde_json::Value` tree (what
+//! a two-pass normaliser starts with). 100,000 GitHub-issue-like records of
+//! about 1 KB (BENCHMARKS.md).
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use etl_core::content::typed::{Cell, Misfit, RowKeys, RowWriter, Schema, SchemaOptions};
+use etl_core::content::CanonicalJson;
+use std::hint::black_box;
+
+/// What a writer at least does: looks at every cell.
+#[derive(Default)]
+struct Count {
+    rows: usize,
+    cells: usize,
+    text_bytes: usize,
+}
+
+impl RowWriter for Count {
+    fn begin_row(&mut self, _: usize, keys: RowKeys<'_>) {
+        self.rows += 1;
+        black_box(keys);
+    }
+    fn cell(&mut self, _: usize, _: usize, cell: Cell<'_>) {
+        self.cells += 1;
+        if let Cell::Text(t) | Cell::Json(t) = &cell {
+            self.text_bytes += t.len();
+        }
+        black_box(cell);
+    }
+    fn end_row(&mut self, _: usize, misfits: &[Misfit]) {
+        black_box(misfits);
+    }
+}
+
+fn typed(c: &mut Criterion) {
+    const N: usize = 100_000;
+    let records = etl_benches::issues(N);
+    let keys: Vec<String> = records
+        .iter()
+        .map(|r| etl_core::content_id("row", r))
+        .collect();
+    let bytes: usize = records.iter().map(String::len).sum();
+    let mut group = c.benchmark_group("typed");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(N as u64));
+    eprintln!("typed: {N} records, {} bytes each on average", bytes / N);
+
+    group.bench_function("shred_into_new_schema", |b| {
+        b.iter_batched(
+            || Schema::new("issues", SchemaOptions::postgres()).unwrap(),
+            |mut schema| {
+                let mut out = Count::default();
+                for (record, key) in records.iter().zip(&keys) {
+                    schema.shred(record, key, &mut out).unwrap();
+                }
+                (schema, out.cells)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+
+    let mut settled = Schema::new("issues", SchemaOptions::postgres()).unwrap();
+    for (record, key) in records.iter().zip(&keys) {
+        settled.shred(record, key, &mut Count::default()).unwrap();
+    }
+    group.bench_function("shred_known_schema", |b| {
+        b.iter(|| {
+            let mut out = Count::default();
+            for (record, key) in records.iter().zip(&keys) {
+                settled.shred(record, key, &mut out).unwrap();
+            }
+            out.cells
+        })
+    });
+
+    group.bench_function("canonical_read", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for record in &records {
+                n += CanonicalJson::of(record).unwrap().as_str().len();
+            }
+            n
+        })
+    });
+
+    group.bench_function("serde_json_value_parse", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for record in &records {
+                let v: serde_json::Value = serde_json::from_str(record).unwrap();
+                n += v.as_object().map_or(0, |o| o.len());
+            }
+            n
+        })
+    });
+    group.finish();
+}
+
+/// A record as `etl run` holds one: its canonical text, id and update time.
+#[derive(Clone)]
+struct Issue {
+    text: String,
+    id: String,
+    updated: String,
+}
+
+impl serde::Serialize for Issue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.text).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+impl etl_core::Record for Issue {
+    fn record_id(&self) -> Option<String> {
+        Some(self.id.clone())
+    }
+    fn updated_at(&self) -> Option<String> {
+        Some(self.updated.clone())
+    }
+    fn json_text(&self) -> Option<&str> {
+        Some(&self.text)
+    }
+}
+
+/// 100,000 issue records into PostgreSQL in batches of 1,000: the typed
+/// shape (`connect_typed`: columns, two child tables, `_etl_row`) against
+/// the JSON shape (`connect_as`: one jsonb column), each into a new table.
+/// Needs `ETL_PG_URL`; without it, it says so and measures nothing.
+fn typed_postgres(c: &mut Criterion) {
+    use etl_core::Sink;
+    use etl_postgres::PostgresSink;
+    use std::time::{Duration, Instant};
+
+    let Ok(url) = std::env::var("ETL_PG_URL") else {
+        eprintln!("typed_postgres: ETL_PG_URL is not set; nothing measured");
+        return;
+    };
+    const N: usize = 100_000;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let records: Vec<Issue> = etl_benches::issues(N)
+        .into_iter()
+        .map(|text| {
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            Issue {
+                id: v["id"].to_string(),
+                updated: v["updated_at"].as_str().unwrap().to_owned(),
+                text,
+            }
+        })
+        .collect();
+    let (admin, connection) = rt
+        .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
+        .unwrap();
+    rt.spawn(connection);
+    let table = format!("etl_bench_typed_{}", std::process::id());
+    let drop = format!(
+        "DROP TABLE IF EXISTS \"{table}\", \"{table}__labels\", \"{table}__assignees\" CASCADE; \
+         DO $$ BEGIN IF to_regclass('_etl_schema') IS NOT NULL THEN \
+         DELETE FROM _etl_schema WHERE table_name = '{table}'; END IF; END $$"
+    );
+
+    let mut group = c.benchmark_group("typed_postgres");
+    group.sample_size(10).warm_up_time(Duration::from_secs(1));
+    group.throughput(Throughput::Elements(N as u64));
+    for typed in [false, true] {
+        let name = if typed { "typed_shape" } else { "json_shape" };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    rt.block_on(admin.batch_execute(&drop)).unwrap();
+                    let start = Instant::now();
+                    rt.block_on(async {
+                        let sink = match typed {
+                            true => {
+                                PostgresSink::connect_typed::<Issue>(
+                                    &url,
+                                    &table,
+                                    SchemaOptions::postgres(),
+                                )
+                                .await
+                            }
+                            false => PostgresSink::connect_as::<Issue>(&url, &table).await,
+                        }
+                        .unwrap();
+                        for batch in records.chunks(1_000) {
+                            sink.load(batch).await.unwrap();
+                        }
+                    });
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+    rt.block_on(admin.batch_execute(&drop)).unwrap();
+}
+
+criterion_group!(benches, typed, typed_postgres);
+criterion_main!(benches);
