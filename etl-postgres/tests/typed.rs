@@ -563,3 +563,134 @@ async fn a_typed_table_name_is_as_the_naming_rules_make_it() {
     assert!(matches!(e, etl_core::EtlError::InvalidInput(_)), "{e}");
     assert!(e.to_string().contains("\"issues_table\""), "{e}");
 }
+
+/// Records of the kill test: each adds a column of its batch's own
+/// (`b<batch>`), so the loader changes the schema in every transaction, and
+/// has `id % 3 + 1` labels.
+fn killable(n: i64) -> Doc {
+    let labels: Vec<_> = (0..n % 3 + 1)
+        .map(|l| json!({"name": format!("l{l}"), "rank": l}))
+        .collect();
+    Doc(json!({"id": n, format!("b{}", n / 20): n, "labels": labels}))
+}
+
+const KILLABLE: i64 = 4_000;
+
+/// The loader the kill test starts as a process of its own (this test
+/// binary, run again with `ETL_TYPED_KILL_TABLE`); a no-op otherwise.
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn kill_child_loader() {
+    let Ok(table) = std::env::var("ETL_TYPED_KILL_TABLE") else {
+        return;
+    };
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &table, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    let records: Vec<Doc> = (0..KILLABLE).map(killable).collect();
+    for batch in records.chunks(20) {
+        sink.load(batch).await.unwrap();
+    }
+}
+
+/// What must hold of the family after any kill: every child row has its
+/// record, every record has all its child rows, and every column of the
+/// table is in the stored schema (none half-made).
+async fn whole(admin: &tokio_postgres::Client, t: &str) {
+    let orphans = count(
+        admin,
+        &format!("SELECT count(*) FROM \"{t}__labels\" c WHERE NOT EXISTS (SELECT 1 FROM \"{t}\" p WHERE p._etl_key = c._etl_parent_key)"),
+    )
+    .await;
+    assert_eq!(orphans, 0, "no child without its record");
+    let short = count(
+        admin,
+        &format!(
+            "SELECT count(*) FROM \"{t}\" p WHERE (SELECT count(*) FROM \"{t}__labels\" c \
+             WHERE c._etl_parent_key = p._etl_key) <> p.id % 3 + 1"
+        ),
+    )
+    .await;
+    assert_eq!(short, 0, "every record has each of its child rows, once");
+    let stored: String = admin
+        .query_one(
+            "SELECT schema FROM _etl_schema WHERE table_name = $1",
+            &[&t],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for (column, _) in columns(admin, t).await {
+        if !column.starts_with("_etl_") {
+            assert!(
+                stored.contains(&format!("\"name\":\"{column}\"")),
+                "{column} is not in the stored schema"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn kill_9_mid_load_then_a_rerun_leaves_each_record_and_child_once() {
+    let (admin, t) = fresh("kill").await;
+    let mut seen = 0;
+    for round in 0..3 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "kill_child_loader",
+                "--include-ignored",
+                "--nocapture",
+            ])
+            .env("ETL_TYPED_KILL_TABLE", &t)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Killed once it has loaded more than the round before: mid-load,
+        // at a moment of the machine's choosing.
+        loop {
+            let exists = count(
+                &admin,
+                &format!("SELECT count(*) FROM pg_tables WHERE tablename = '{t}'"),
+            )
+            .await;
+            if exists == 1
+                && count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await
+                    > seen + 100 * round
+            {
+                break;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        whole(&admin, &t).await;
+        seen = count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await;
+    }
+    assert!(seen < KILLABLE, "a kill came before the end ({seen} rows)");
+    // The re-run: everything once.
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    let records: Vec<Doc> = (0..KILLABLE).map(killable).collect();
+    let mut new = 0;
+    for batch in records.chunks(200) {
+        new += sink.load(batch).await.unwrap();
+    }
+    assert_eq!(
+        new as i64,
+        KILLABLE - seen,
+        "the re-run writes what the killed runs did not"
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        KILLABLE
+    );
+    whole(&admin, &t).await;
+    drop_family(&admin, &t).await;
+}
