@@ -87,6 +87,18 @@ async fn columns(admin: &tokio_postgres::Client, table: &str) -> Vec<(String, St
         .collect()
 }
 
+/// The family's schema as `_etl_schema` holds it.
+async fn stored(admin: &tokio_postgres::Client, table: &str) -> String {
+    admin
+        .query_one(
+            "SELECT schema FROM _etl_schema WHERE table_name = $1",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 async fn count(admin: &tokio_postgres::Client, sql: &str) -> i64 {
     admin.query_one(sql, &[]).await.unwrap().get(0)
 }
@@ -394,14 +406,7 @@ async fn hostile_member_names_load_as_data_never_as_sql() {
         64,
         "the member _etl_key does not take the loader's column"
     );
-    let untyped: String = admin
-        .query_one(
-            "SELECT schema FROM _etl_schema WHERE table_name = $1",
-            &[&t],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let untyped = stored(&admin, &t).await;
     assert!(untyped.contains("\"untyped\":[\"/zz_by_id\"]"), "{untyped}");
     drop_family(&admin, &t).await;
 }
@@ -468,17 +473,10 @@ async fn four_writers_adding_columns_at_once_each_get_every_column_once() {
             100
         );
     }
-    let stored: String = admin
-        .query_one(
-            "SELECT schema FROM _etl_schema WHERE table_name = $1",
-            &[&t],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let schema = stored(&admin, &t).await;
     for c in &data {
         assert!(
-            stored.contains(&format!("\"name\":\"{c}\"")),
+            schema.contains(&format!("\"name\":\"{c}\"")),
             "{c} is not in the stored schema"
         );
     }
@@ -612,18 +610,11 @@ async fn whole(admin: &tokio_postgres::Client, t: &str) {
     )
     .await;
     assert_eq!(short, 0, "every record has each of its child rows, once");
-    let stored: String = admin
-        .query_one(
-            "SELECT schema FROM _etl_schema WHERE table_name = $1",
-            &[&t],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let schema = stored(admin, t).await;
     for (column, _) in columns(admin, t).await {
         if !column.starts_with("_etl_") {
             assert!(
-                stored.contains(&format!("\"name\":\"{column}\"")),
+                schema.contains(&format!("\"name\":\"{column}\"")),
                 "{column} is not in the stored schema"
             );
         }
