@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use url::Url;
 
 use crate::rest::{
-    Incremental, Method, ParamIn, Pointer, Resource, RestSource, UpdatedAt, DEFAULT_CONCURRENCY,
+    Incremental, Method, ParamIn, Pointer, Resource, RestSource, TableShape, UpdatedAt,
+    DEFAULT_CONCURRENCY,
 };
 use crate::{wire, SourceOptions};
 use pages::LaunchPages;
@@ -148,6 +149,7 @@ impl LaunchLibrary {
             load: true,
             rate_limit: None,
             concurrency: DEFAULT_CONCURRENCY,
+            shape: TableShape::Json,
         })
     }
 

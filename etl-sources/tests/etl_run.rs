@@ -1445,3 +1445,90 @@ async fn every_problem_of_an_invalid_file_is_printed_before_any_request() {
     }
     assert_eq!(api.requests(), 0, "no request for an invalid file");
 }
+
+/// `shape = "typed"` with `etl run` into PostgreSQL: two processes at once,
+/// then a run after a change upstream adds a member: typed columns, each
+/// record once, the new member's column added, `items_current` typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_api() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let table = "etl_run_items_typed";
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table} CASCADE; DROP TABLE IF EXISTS {table}_rejects; \
+             DO $$ BEGIN IF to_regclass('_etl_schema') IS NOT NULL THEN \
+             DELETE FROM _etl_schema WHERE table_name = '{table}'; END IF; END $$"
+        ))
+        .await
+        .unwrap();
+    let api = Api::new(Style::Offset, items(40));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::Offset,
+        "shape = \"typed\"\n[columns]\nscore = \"double\"\n",
+    );
+    std::fs::write(dir.path().join("items.toml"), &file).unwrap();
+    let loader = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+        command
+            .arg("run")
+            .arg(dir.path().join("items.toml"))
+            .args(["--out", &pg, "--pg-table", table])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command.output()
+    };
+    let (a, b) = tokio::join!(loader(), loader());
+    for output in [a, b] {
+        let output = output.unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    }
+    api.items.lock().unwrap()[0]["owner"] = json!({"login": "ada"});
+    let output = loader().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 new rows"),
+        "{}",
+        text(&output)
+    );
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT _etl_id), \
+                 (SELECT count(*) FROM {table}_current), \
+                 (SELECT owner__login FROM {table}_current WHERE id = 1), \
+                 (SELECT sum(tags__size)::bigint FROM {table}_current), \
+                 (SELECT count(*) FROM {table}_current WHERE score IS NULL) FROM {table}"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 41, "40 records and one change");
+    assert_eq!(row.get::<_, i64>(1), 40);
+    assert_eq!(row.get::<_, i64>(2), 40);
+    assert_eq!(row.get::<_, Option<String>>(3).as_deref(), Some("ada"));
+    assert_eq!(
+        row.get::<_, Option<i64>>(4),
+        Some((1..=40).map(|i| i % 3).sum())
+    );
+    assert_eq!(
+        row.get::<_, i64>(5),
+        40,
+        "the hinted column is there, all null"
+    );
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table} CASCADE; DELETE FROM _etl_schema WHERE table_name = '{table}'"
+        ))
+        .await
+        .unwrap();
+}

@@ -202,7 +202,7 @@ impl Pipeline {
                 tables.push(None);
                 continue;
             }
-            let target = Target::new(&resource.name, self.is_many());
+            let target = Target::new(&resource.name, self.is_many()).shaped(&resource.shape);
             let table = destination.open(target).await.map_err(|e| match e {
                 etl_core::EtlError::InvalidInput(_) => {
                     PipelineError::refused(format!("{e}; nothing was requested"))

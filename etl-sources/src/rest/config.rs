@@ -15,6 +15,7 @@ use super::keys;
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 use super::stamp::{self, TimeUnit, UpdatedAt};
+use super::table_shape::{table_shape, TableShape};
 use crate::throttle::RateLimit;
 use std::time::Duration;
 
@@ -71,6 +72,15 @@ struct File {
     /// Requests in flight for the whole run (top level only).
     #[serde(default)]
     concurrency: Option<Spanned<toml::Value>>,
+    /// The table's shape in a database: `json` (the default) or `typed`.
+    #[serde(default)]
+    shape: Option<Spanned<String>>,
+    /// A typed table's column types, by column name.
+    #[serde(default)]
+    columns: Option<Spanned<BTreeMap<Spanned<String>, Spanned<String>>>>,
+    /// A typed table's `contract` and `max_nesting`.
+    #[serde(default)]
+    schema: Option<Spanned<keys::Table>>,
 }
 
 impl File {
@@ -113,6 +123,9 @@ impl File {
             // The run's: never a resource's own.
             rate_limit: top.rate_limit.clone(),
             concurrency: top.concurrency.clone(),
+            shape: self.shape.clone().or_else(|| top.shape.clone()),
+            columns: self.columns.clone().or_else(|| top.columns.clone()),
+            schema: self.schema.clone().or_else(|| top.schema.clone()),
         }
     }
 }
@@ -186,6 +199,9 @@ pub struct Resource {
     /// Whether its records are written (`load`, default `true`); `false`:
     /// read only to feed its children.
     pub load: bool,
+    /// The shape of its table in a database (`shape`, `[columns]`,
+    /// `[schema]`; [`TableShape::Json`] unless `shape = "typed"`).
+    pub shape: TableShape,
     /// The run's rate limit (`rate_limit`, top level only, so the same in
     /// every resource of a file): at most N requests in any window, across
     /// every resource and request of the run, retries included. A run
@@ -379,6 +395,12 @@ impl Resource {
             Some(a) => problems.take(auth::from_table(a, &at, env)).map(Some),
         };
         let run = problems.take(run_keys(file, &at));
+        let shape = problems.take(table_shape(
+            file.shape.as_ref(),
+            file.columns.as_ref(),
+            file.schema.as_ref(),
+            &at,
+        ));
         let (
             Some(url),
             Some(records),
@@ -389,6 +411,7 @@ impl Resource {
             Some((method, paginate, param_in, body)),
             Some(auth),
             Some((rate_limit, concurrency)),
+            Some(shape),
         ) = (
             url,
             records,
@@ -399,6 +422,7 @@ impl Resource {
             request,
             auth,
             run,
+            shape,
         )
         else {
             return Err(problems.error());
@@ -423,6 +447,7 @@ impl Resource {
             load: file.load.as_ref().is_none_or(|l| *l.get_ref()),
             rate_limit,
             concurrency,
+            shape,
         })
     }
 

@@ -32,6 +32,7 @@ mod paginate;
 mod pointer;
 mod record;
 mod stamp;
+mod table_shape;
 
 pub(crate) use auth::header as header_auth;
 pub use auth::Auth;
@@ -44,6 +45,7 @@ pub use paginate::{Head, Page, Paginator, Request};
 pub use pointer::Pointer;
 pub use record::{JsonRecord, PARENT_MEMBER};
 pub use stamp::{TimeUnit, UpdatedAt};
+pub use table_shape::TableShape;
 
 /// One resource of a pipeline file, under its old name.
 #[deprecated(note = "renamed `Resource`; the whole file is `etl_sources::Pipeline`")]

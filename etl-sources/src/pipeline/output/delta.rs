@@ -7,6 +7,7 @@ use std::future::Future;
 
 use super::keyed::Store;
 use super::{CursorFuture, Described, ParentCursorsFuture, Target};
+use crate::rest::TableShape;
 
 impl Store for DeltaSink {
     /// Opens (or creates) the table at `location` (a local directory or
@@ -15,12 +16,20 @@ impl Store for DeltaSink {
         location: &str,
         target: Target<'_>,
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
+        let typed = matches!(target.shape, TableShape::Typed(_));
         let location = if target.many {
             format!("{}/{}", location.trim_end_matches('/'), target.resource)
         } else {
             location.to_owned()
         };
-        async move { DeltaSink::open_as::<T>(&location).await }
+        async move {
+            if typed {
+                return Err(EtlError::InvalidInput(
+                    "shape = \"typed\": typed tables are built for PostgreSQL only so far; a Delta table takes shape = \"json\"".into(),
+                ));
+            }
+            DeltaSink::open_as::<T>(&location).await
+        }
     }
 
     /// The newest `updated_at` in the log's file statistics.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{run_with_progress, Progress, RunError, Summary};
-use crate::rest::JsonRecord;
+use crate::rest::{JsonRecord, TableShape};
 use crate::Source;
 
 #[cfg(feature = "delta")]
@@ -104,7 +104,13 @@ pub struct Target<'a> {
     /// Where its rejects go, where the run names a place
     /// ([`Output::rejects`]); else the output's own choice.
     pub rejects: Option<&'a Path>,
+    /// The shape of its table in a database ([`Target::shaped`]); JSON
+    /// by default.
+    pub shape: &'a TableShape,
 }
+
+/// The shape a [`Target`] has unless it is given one.
+static JSON_SHAPE: TableShape = TableShape::Json;
 
 impl<'a> Target<'a> {
     /// The target of resource `resource`, its table named after it; `many`:
@@ -115,7 +121,14 @@ impl<'a> Target<'a> {
             table: resource,
             many,
             rejects: None,
+            shape: &JSON_SHAPE,
         }
+    }
+
+    /// The target with its table in `shape` (a resource's
+    /// [`crate::rest::Resource::shape`]).
+    pub fn shaped(self, shape: &'a TableShape) -> Self {
+        Target { shape, ..self }
     }
 }
 

@@ -7,15 +7,29 @@ use std::future::Future;
 
 use super::keyed::Store;
 use super::{CursorFuture, Described, ParentCursorsFuture, Target};
+use crate::rest::TableShape;
 
 impl Store for PostgresSink {
     /// Connects to the database at `url` and opens (or creates) the table
-    /// [`Target::table`].
+    /// [`Target::table`], in the target's shape (a table that exists in
+    /// the JSON shape keeps it).
     fn open<T: Record>(
         url: &str,
         target: Target<'_>,
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
-        PostgresSink::connect_as::<T>(url, target.table)
+        let (url, table, shape) = (
+            url.to_owned(),
+            target.table.to_owned(),
+            target.shape.clone(),
+        );
+        async move {
+            match shape {
+                TableShape::Json => PostgresSink::connect_as::<T>(&url, &table).await,
+                TableShape::Typed(options) => {
+                    PostgresSink::connect_typed::<T>(&url, &table, options).await
+                }
+            }
+        }
     }
 
     /// One look into the `updated_at` index.

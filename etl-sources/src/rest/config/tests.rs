@@ -1,4 +1,5 @@
 use super::*;
+use etl_core::content::typed::{ColumnType, Contract};
 use reqwest::header::HeaderMap;
 
 const BASE: &str = r#"name = "items"
@@ -634,8 +635,56 @@ name = "b"
 #[test]
 fn the_known_keys_are_the_file_struct_s_fields() {
     let keys = keys();
-    assert_eq!(keys.len(), 20, "{keys:?}");
+    assert_eq!(keys.len(), 23, "{keys:?}");
     for key in ["name", "records", "resource", "from_parent", "concurrency"] {
         assert!(keys.contains(&key), "{key}: {keys:?}");
     }
+}
+
+#[test]
+fn a_table_is_json_unless_typed_and_typed_takes_hints_and_a_schema() {
+    assert_eq!(parse("").unwrap().shape, TableShape::Json);
+    assert_eq!(parse("shape = \"json\"\n").unwrap().shape, TableShape::Json);
+    let p = parse(
+        "shape = \"typed\"\n[columns]\nprice = \"double\"\npayload = \"json\"\n[schema]\ncontract = \"freeze\"\nmax_nesting = 2\n",
+    )
+    .unwrap();
+    let TableShape::Typed(options) = p.shape else {
+        panic!("{:?}", p.shape)
+    };
+    assert_eq!(options.hints.get("price"), Some(&ColumnType::Double));
+    assert_eq!(options.hints.get("payload"), Some(&ColumnType::Json));
+    assert_eq!(options.contract, Contract::Freeze);
+    assert_eq!(options.max_nesting, Some(2));
+}
+
+#[test]
+fn shape_mistakes_are_named_all_at_once_with_what_was_meant() {
+    let e = error(
+        "shape = \"typd\"\n[columns]\nprice = \"dobule\"\n_etl_key = \"text\"\n[schema]\ncontract = \"freze\"\n",
+    );
+    assert!(
+        e.contains("`shape` is \"typd\"") && e.contains("did you mean `typed`?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`columns.price` is \"dobule\"") && e.contains("did you mean `double`?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`columns._etl_key` names a loader column"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`schema.contract` is \"freze\"") && e.contains("did you mean `freeze`?"),
+        "{e}"
+    );
+    assert!(!e.contains("add `shape"), "{e}");
+    let e = error("shape = \"typed\"\n[schema]\nmax_nestin = 2\n");
+    assert!(
+        e.contains("`schema.max_nestin`") && e.contains("did you mean `max_nesting`?"),
+        "{e}"
+    );
+    let e = error("[columns]\nprice = \"double\"\n");
+    assert!(e.contains("add `shape = \"typed\"`"), "{e}");
 }
