@@ -612,77 +612,18 @@ impl Batch {
                 values.pad(n);
             }
             let table = &schema.tables()[at];
-            let mut names: Vec<String> = Vec::new();
-            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
-            let mut types: Vec<&str> = Vec::new();
-            let mut selects: Vec<String> = Vec::new();
-            // The loader columns: name, array, its type, how it is selected.
-            type Loader<'a> = (
-                &'static str,
-                &'a (dyn ToSql + Sync),
-                &'static str,
-                &'static str,
-            );
-            let loaders: Vec<Loader<'_>> = if at == 0 {
-                vec![
-                    (loader::KEY, &rows.keys, "text[]", "{}"),
-                    (loader::ID, &self.ids, "text[]", "{}"),
-                    (loader::UPDATED_AT, &self.updated, "timestamptz[]", "{}"),
-                    (loader::ROW, &self.texts, "text[]", "{}"),
-                    (loader::META, &self.metas, "text[]", "{}::jsonb"),
-                ]
-            } else {
-                vec![
-                    (loader::KEY, &rows.keys, "text[]", "{}"),
-                    (loader::PARENT_KEY, &rows.parents, "text[]", "{}"),
-                    (loader::ROOT_KEY, &rows.roots, "text[]", "{}"),
-                    (loader::LIST_IDX, &rows.idx, "bigint[]", "{}"),
-                ]
-            };
-            for (name, param, ty, select) in loaders {
-                names.push(quote(name));
-                params.push(param);
-                types.push(ty);
-                selects.push(select.to_owned());
-            }
-            for (column, values) in table.columns().iter().zip(&rows.columns) {
-                if let Some(values) = values {
-                    let (param, ty, select) = values.param();
-                    names.push(quote(&column.name));
-                    params.push(param);
-                    types.push(ty);
-                    selects.push(select.to_owned());
-                }
-            }
-            let arrays: Vec<String> = types
-                .iter()
-                .enumerate()
-                .map(|(i, t)| format!("${}::{t}", i + 1))
-                .collect();
-            let aliases: Vec<String> = (0..types.len()).map(|i| format!("c{i}")).collect();
-            let picks: Vec<String> = selects
-                .iter()
-                .enumerate()
-                .map(|(i, s)| s.replace("{}", &format!("u.c{i}")))
-                .collect();
-            let sql = format!(
-                "INSERT INTO {t} ({names}) SELECT {picks} FROM UNNEST({arrays}) AS u({aliases}){tail}",
-                t = quote(table.name()),
-                names = names.join(", "),
-                picks = picks.join(", "),
-                arrays = arrays.join(", "),
-                aliases = aliases.join(", "),
-                tail = match at {
-                    0 => format!(" ON CONFLICT ({k}) DO NOTHING RETURNING {k}", k = quote(loader::KEY)),
-                    _ => String::new(),
-                },
-            );
+            let insert = self.arrays(at, table);
             if at == 0 {
                 // A concurrent writer's insert of the same record waits
                 // here until it commits, and is then not returned: its
                 // child rows are that writer's to write.
+                let k = quote(loader::KEY);
+                let sql = insert.sql(
+                    table,
+                    &format!(" ON CONFLICT ({k}) DO NOTHING RETURNING {k}"),
+                );
                 for row in client
-                    .query(&sql, &params)
+                    .query(&sql, &insert.params)
                     .await
                     .map_err(|e| errors::from_pg_plain(&e))?
                 {
@@ -693,11 +634,82 @@ impl Batch {
                 }
             } else {
                 client
-                    .execute(&sql, &params)
+                    .execute(&insert.sql(table, ""), &insert.params)
                     .await
                     .map_err(|e| errors::from_pg_plain(&e))?;
             }
         }
         Ok(new_keys.len())
+    }
+
+    /// The arrays of table `at`'s rows: its loader columns, then each data
+    /// column that has a value in the batch.
+    fn arrays<'a>(&'a self, at: usize, table: &Table) -> Arrays<'a> {
+        let rows = &self.tables[at];
+        let mut arrays = Arrays::default();
+        if at == 0 {
+            arrays.push(loader::KEY, &rows.keys, "text[]", "{}");
+            arrays.push(loader::ID, &self.ids, "text[]", "{}");
+            arrays.push(loader::UPDATED_AT, &self.updated, "timestamptz[]", "{}");
+            arrays.push(loader::ROW, &self.texts, "text[]", "{}");
+            arrays.push(loader::META, &self.metas, "text[]", "{}::jsonb");
+        } else {
+            arrays.push(loader::KEY, &rows.keys, "text[]", "{}");
+            arrays.push(loader::PARENT_KEY, &rows.parents, "text[]", "{}");
+            arrays.push(loader::ROOT_KEY, &rows.roots, "text[]", "{}");
+            arrays.push(loader::LIST_IDX, &rows.idx, "bigint[]", "{}");
+        }
+        for (column, values) in table.columns().iter().zip(&rows.columns) {
+            if let Some(values) = values {
+                let (param, ty, select) = values.param();
+                arrays.push(&column.name, param, ty, select);
+            }
+        }
+        arrays
+    }
+}
+
+/// One INSERT's columns: each one's name, array, array type, and how a
+/// value of it is selected (`{}` is the value).
+#[derive(Default)]
+struct Arrays<'a> {
+    names: Vec<String>,
+    params: Vec<&'a (dyn ToSql + Sync)>,
+    types: Vec<&'static str>,
+    selects: Vec<&'static str>,
+}
+
+impl<'a> Arrays<'a> {
+    fn push(
+        &mut self,
+        name: &str,
+        param: &'a (dyn ToSql + Sync),
+        ty: &'static str,
+        select: &'static str,
+    ) {
+        self.names.push(quote(name));
+        self.params.push(param);
+        self.types.push(ty);
+        self.selects.push(select);
+    }
+
+    /// `INSERT INTO table (...) SELECT ... FROM UNNEST($1::..., ...)`,
+    /// then `tail`.
+    fn sql(&self, table: &Table, tail: &str) -> String {
+        let arrays: Vec<String> = (self.types.iter().enumerate())
+            .map(|(i, t)| format!("${}::{t}", i + 1))
+            .collect();
+        let aliases: Vec<String> = (0..self.types.len()).map(|i| format!("c{i}")).collect();
+        let picks: Vec<String> = (self.selects.iter().enumerate())
+            .map(|(i, s)| s.replace("{}", &format!("u.c{i}")))
+            .collect();
+        format!(
+            "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({}){tail}",
+            quote(table.name()),
+            self.names.join(", "),
+            picks.join(", "),
+            arrays.join(", "),
+            aliases.join(", "),
+        )
     }
 }
