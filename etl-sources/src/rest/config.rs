@@ -84,6 +84,16 @@ struct File {
 }
 
 impl File {
+    /// `shape`, `[columns]` and `[schema]`, read.
+    fn table_shape(&self, at: &Locator<'_>) -> Result<TableShape, ConfigError> {
+        table_shape(
+            self.shape.as_ref(),
+            self.columns.as_ref(),
+            self.schema.as_ref(),
+            at,
+        )
+    }
+
     /// A resource's keys: its own, else the top level's (`top`). A table
     /// of its own replaces the top level's whole, but `[params]`,
     /// `[headers]` and `[body]` merge key by key, the resource's winning.
@@ -395,12 +405,7 @@ impl Resource {
             Some(a) => problems.take(auth::from_table(a, &at, env)).map(Some),
         };
         let run = problems.take(run_keys(file, &at));
-        let shape = problems.take(table_shape(
-            file.shape.as_ref(),
-            file.columns.as_ref(),
-            file.schema.as_ref(),
-            &at,
-        ));
+        let shape = problems.take(file.table_shape(&at));
         let (
             Some(url),
             Some(records),
