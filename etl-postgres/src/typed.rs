@@ -125,16 +125,9 @@ impl Typed {
         .await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
-        let state = match made {
-            true => State {
-                schema: fresh,
-                stored: fresh_text,
-            },
-            false => State {
-                schema: Schema::new(table.as_str(), options.clone())
-                    .map_err(EtlError::InvalidInput)?,
-                stored: String::new(),
-            },
+        let state = State {
+            schema: fresh,
+            stored: if made { fresh_text } else { String::new() },
         };
         Ok(Some(Typed {
             table: table.clone(),
