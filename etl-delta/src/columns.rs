@@ -1,5 +1,6 @@
-//! The two tables' columns, as Delta fields and as Arrow batches: the rows
-//! table (the PostgreSQL table's columns) and the rejects table.
+//! A table's columns, as Delta fields and as Arrow batches: the rows table
+//! of the JSON shape (the PostgreSQL table's columns), the rejects table,
+//! and the loader columns a typed table starts with.
 
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray};
 use deltalake::arrow::datatypes::{DataType as ArrowType, Field, Schema as ArrowSchema, TimeUnit};
@@ -8,40 +9,62 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The time zone of every timestamp column: Delta's `timestamp` is UTC.
-const UTC: &str = "UTC";
+pub(crate) const UTC: &str = "UTC";
 
 /// What one table holds: its key column first, then the rest, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Columns {
     fields: Vec<StructField>,
+    /// How many of `fields`, from the first, a table must hold as they are
+    /// (all of them, but for a typed table only its loader columns).
+    fixed: usize,
+    /// Whether the table may hold more (a typed table's data columns,
+    /// which grow with its records).
+    grows: bool,
 }
 
 impl Columns {
     /// The rows table: `content_key`, the record-id column `id_column`,
     /// `updated_at`, `loaded_at`, `row` (the record as canonical JSON text).
     pub fn rows(id_column: &str) -> Self {
-        Columns {
-            fields: vec![
-                StructField::new("content_key", DataType::STRING, false),
-                StructField::new(id_column, DataType::STRING, true),
-                StructField::new("updated_at", DataType::TIMESTAMP, true),
-                StructField::new("loaded_at", DataType::TIMESTAMP, false),
-                StructField::new("row", DataType::STRING, false),
-            ],
-        }
+        Columns::fixed(vec![
+            StructField::new("content_key", DataType::STRING, false),
+            StructField::new(id_column, DataType::STRING, true),
+            StructField::new("updated_at", DataType::TIMESTAMP, true),
+            StructField::new("loaded_at", DataType::TIMESTAMP, false),
+            StructField::new("row", DataType::STRING, false),
+        ])
     }
 
     /// The rejects table: `reject_key`, `raw` (the entry as sent), `error`,
     /// `source`, `rejected_at`.
     pub fn rejects() -> Self {
+        Columns::fixed(vec![
+            StructField::new("reject_key", DataType::STRING, false),
+            StructField::new("raw", DataType::STRING, false),
+            StructField::new("error", DataType::STRING, false),
+            StructField::new("source", DataType::STRING, false),
+            StructField::new("rejected_at", DataType::TIMESTAMP, false),
+        ])
+    }
+
+    fn fixed(fields: Vec<StructField>) -> Self {
+        let fixed = fields.len();
         Columns {
-            fields: vec![
-                StructField::new("reject_key", DataType::STRING, false),
-                StructField::new("raw", DataType::STRING, false),
-                StructField::new("error", DataType::STRING, false),
-                StructField::new("source", DataType::STRING, false),
-                StructField::new("rejected_at", DataType::TIMESTAMP, false),
-            ],
+            fields,
+            fixed,
+            grows: false,
+        }
+    }
+
+    /// A typed table: `fields` to create it with, of which the first
+    /// `loader` (its loader columns) every table at its place must hold;
+    /// the others are data columns, which grow.
+    pub fn growing(fields: Vec<StructField>, loader: usize) -> Self {
+        Columns {
+            fixed: loader.min(fields.len()),
+            fields,
+            grows: true,
         }
     }
 
@@ -56,7 +79,8 @@ impl Columns {
     }
 
     /// Where `found` (an existing table's schema) differs from these
-    /// columns, in words; `None` when it holds exactly them.
+    /// columns, in words; `None` when it holds exactly them (for a typed
+    /// table: when it starts with its loader columns).
     pub fn mismatch(&self, found: &StructType) -> Option<String> {
         let want: Vec<(&str, &DataType)> = self
             .fields
@@ -67,7 +91,12 @@ impl Columns {
             .fields()
             .map(|f| (f.name().as_str(), f.data_type()))
             .collect();
-        (want != have).then(|| {
+        let holds = if self.grows {
+            have.get(..self.fixed) == Some(&want[..self.fixed])
+        } else {
+            want == have
+        };
+        (!holds).then(|| {
             format!(
                 "it holds another table (columns {}), not this one's ({})",
                 describe(&have),
@@ -76,18 +105,33 @@ impl Columns {
         })
     }
 
-    /// The Arrow schema of a batch for this table: Delta's `string` is
-    /// Arrow's `Utf8`, its `timestamp` microseconds in UTC.
+    /// The Arrow schema of a batch for this table ([`arrow_schema`]).
     pub fn arrow_schema(&self) -> Arc<ArrowSchema> {
-        let fields = self.fields.iter().map(|f| {
-            let ty = if *f.data_type() == DataType::TIMESTAMP {
-                ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into()))
-            } else {
-                ArrowType::Utf8
-            };
-            Field::new(f.name(), ty, f.is_nullable())
-        });
-        Arc::new(ArrowSchema::new(fields.collect::<Vec<_>>()))
+        arrow_schema(&self.fields)
+    }
+}
+
+/// The Arrow schema of a batch of `fields` ([`arrow_type`] of each).
+pub(crate) fn arrow_schema(fields: &[StructField]) -> Arc<ArrowSchema> {
+    let fields = fields
+        .iter()
+        .map(|f| Field::new(f.name(), arrow_type(f.data_type()), f.is_nullable()));
+    Arc::new(ArrowSchema::new(fields.collect::<Vec<_>>()))
+}
+
+/// The Arrow type of a column of a Delta type this crate writes: Delta's
+/// `timestamp` is microseconds in UTC, its `date` days, its `string`
+/// Arrow's `Utf8`.
+pub(crate) fn arrow_type(delta: &DataType) -> ArrowType {
+    match delta {
+        t if *t == DataType::TIMESTAMP => {
+            ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into()))
+        }
+        t if *t == DataType::BOOLEAN => ArrowType::Boolean,
+        t if *t == DataType::LONG => ArrowType::Int64,
+        t if *t == DataType::DOUBLE => ArrowType::Float64,
+        t if *t == DataType::DATE => ArrowType::Date32,
+        _ => ArrowType::Utf8,
     }
 }
 

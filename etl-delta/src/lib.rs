@@ -28,18 +28,21 @@
 
 #![warn(missing_docs)]
 
+mod builders;
 mod columns;
 mod errors;
 mod keys;
 mod location;
 mod log;
 mod table;
+mod typed;
 
 /// The delta-rs this crate is built on, for reading a table or writing to
 /// it by other means with the same versions of its types.
 pub use deltalake;
 
 use async_trait::async_trait;
+use etl_core::content::typed::{loader, Schema, SchemaOptions};
 use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Record, Reject, RejectSink};
 use std::time::SystemTime;
@@ -48,6 +51,7 @@ use tokio::sync::OnceCell;
 use columns::{batch, micros, text, times, Columns};
 use location::Location;
 use table::KeyedTable;
+use typed::Typed;
 
 /// A [`etl_core::Sink`] into one Delta table, created if missing:
 ///
@@ -89,6 +93,9 @@ pub struct DeltaSink {
     rows: KeyedTable,
     rejects_at: Location,
     rejects: OnceCell<KeyedTable>,
+    /// The typed family the rows table is the resource's table of; `None`
+    /// in the JSON shape.
+    typed: Option<Typed>,
 }
 
 impl DeltaSink {
@@ -116,7 +123,109 @@ impl DeltaSink {
             rows,
             rejects_at,
             rejects: OnceCell::new(),
+            typed: None,
         })
+    }
+
+    /// Opens the typed table family at `location` (as
+    /// [`DeltaSink::open_as`] takes it) for records of type `T`, the
+    /// resource's table named `name`: each member of a record is a column,
+    /// each list a child table beside it (`PATH__labels`), as etl-core's
+    /// [`etl_core::content::typed`] makes them under `options`. A table
+    /// that exists in the JSON shape keeps it ([`DeltaSink::is_typed`]).
+    ///
+    /// | column | holds |
+    /// |---|---|
+    /// | `_etl_key` (string, not null) | [`etl_core::content_key`] of the record |
+    /// | `_etl_id` (string) | [`Record::record_id`] |
+    /// | `_etl_updated_at` (timestamp) | [`Record::updated_at`], at any offset, in UTC |
+    /// | `_etl_loaded_at` (timestamp, not null) | when the row was loaded |
+    /// | `_etl_row` (string, not null) | the record as canonical JSON text |
+    /// | `_etl_meta` (string) | null, or the JSON of the values that did not fit their column |
+    /// | the data columns | the members, objects flattened with `__` |
+    ///
+    /// A child table has `_etl_key`, `_etl_parent_key`, `_etl_root_key`,
+    /// `_etl_list_idx` and its data columns.
+    ///
+    /// The family's schema lives in the resource's table (the field
+    /// metadata of `_etl_row`; each data column's own metadata holds its
+    /// `etl.path`, `etl.type` and `etl.hint`). A load that adds columns or
+    /// tables commits the grown schema to the resource's table before its
+    /// rows, and each child table's new columns in the same commit as its
+    /// rows; a writer that loses a race for the schema reads the winner's
+    /// and makes its rows again. Child tables commit before the resource's
+    /// table, so a record's row is in the table only with all its child
+    /// rows, and a killed load, run again, writes each once.
+    ///
+    /// ```no_run
+    /// use etl_core::content::typed::SchemaOptions;
+    /// use etl_core::Sink;
+    /// use etl_delta::DeltaSink;
+    /// # #[derive(serde::Serialize)]
+    /// # struct Issue { id: u64, title: String }
+    /// # impl etl_core::Record for Issue {
+    /// #     const ID_COLUMN: &'static str = "record_id";
+    /// #     fn record_id(&self) -> Option<String> { Some(self.id.to_string()) }
+    /// #     fn updated_at(&self) -> Option<String> { None }
+    /// # }
+    ///
+    /// # async fn run() -> Result<(), etl_core::EtlError> {
+    /// let issues = DeltaSink::open_typed::<Issue>("lake/issues", "issues", SchemaOptions::default()).await?;
+    /// issues.load(&[Issue { id: 1, title: "It breaks".into() }]).await?;
+    /// // duckdb: SELECT title FROM delta_scan('lake/issues');
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open_typed<T: Record>(
+        location: &str,
+        name: &str,
+        options: SchemaOptions,
+    ) -> Result<Self, EtlError> {
+        let at = Location::parse(location)?;
+        if table::holds_column(&at, "content_key").await? {
+            return Self::open_as::<T>(location).await;
+        }
+        let rejects_at = at.rejects()?;
+        let columns = Typed::fresh_columns(name, &options)?;
+        let rows = KeyedTable::open(at.clone(), columns).await?;
+        let typed = Typed::open(&rows, at, options).await?;
+        Ok(DeltaSink {
+            rows,
+            rejects_at,
+            rejects: OnceCell::new(),
+            typed: Some(typed),
+        })
+    }
+
+    /// Whether the table has the typed shape ([`DeltaSink::open_typed`]).
+    pub fn is_typed(&self) -> bool {
+        self.typed.is_some()
+    }
+
+    /// The typed family's schema as this sink last read or committed it:
+    /// its tables, their columns with types, paths and hints, and the
+    /// members kept untyped. `None` in the JSON shape.
+    pub async fn schema(&self) -> Option<Schema> {
+        match &self.typed {
+            Some(typed) => Some(typed.schema().await),
+            None => None,
+        }
+    }
+
+    /// The update time column of the table's shape.
+    fn updated_column(&self) -> &'static str {
+        match self.typed {
+            Some(_) => loader::UPDATED_AT,
+            None => "updated_at",
+        }
+    }
+
+    /// The record text column of the table's shape.
+    fn row_column(&self) -> &'static str {
+        match self.typed {
+            Some(_) => loader::ROW,
+            None => "row",
+        }
     }
 
     /// Where the rows go, as given to [`DeltaSink::open_as`].
@@ -135,7 +244,10 @@ impl DeltaSink {
     pub async fn newest_updated_at(&self) -> Result<Option<String>, EtlError> {
         let newest = self
             .rows
-            .live_files(|f| f.stats().and_then(|stats| newest_in(&stats)))
+            .live_files(|f| {
+                f.stats()
+                    .and_then(|stats| newest_in(&stats, self.updated_column()))
+            })
             .await?
             .into_iter()
             .flatten()
@@ -159,9 +271,13 @@ impl DeltaSink {
         let store = self.rows.store().await;
         let mut newest: std::collections::HashMap<String, i64> = Default::default();
         for file in &files {
-            let rows =
-                keys::read_text_and_time(&store, file, ("row", "updated_at"), self.location())
-                    .await?;
+            let rows = keys::read_text_and_time(
+                &store,
+                file,
+                (self.row_column(), self.updated_column()),
+                self.location(),
+            )
+            .await?;
             for (row, at) in rows {
                 let Some(at) = at else { continue };
                 let Ok(row) = serde_json::from_str::<serde_json::Value>(&row) else {
@@ -224,16 +340,16 @@ impl DeltaSink {
 }
 
 /// How many entries `table` holds, by the log's statistics.
-async fn count(table: &KeyedTable) -> Result<u64, EtlError> {
+pub(crate) async fn count(table: &KeyedTable) -> Result<u64, EtlError> {
     let records = table.live_files(|f| f.num_records().unwrap_or(0)).await?;
     Ok(records.into_iter().map(|n| n as u64).sum())
 }
 
-/// The `updated_at` maximum in one file's statistics (Delta's stats JSON:
+/// The `column` maximum in one file's statistics (Delta's stats JSON:
 /// `{"maxValues": {"updated_at": "2026-11-12T12:00:00.000Z"}, ...}`).
-fn newest_in(stats: &str) -> Option<SystemTime> {
+fn newest_in(stats: &str, column: &str) -> Option<SystemTime> {
     let stats: serde_json::Value = serde_json::from_str(stats).ok()?;
-    let max = stats.get("maxValues")?.get("updated_at")?.as_str()?;
+    let max = stats.get("maxValues")?.get(column)?.as_str()?;
     humantime::parse_rfc3339_weak(max.trim_end_matches('Z'))
         .ok()
         .or_else(|| humantime::parse_rfc3339(max).ok())
@@ -250,6 +366,11 @@ impl CanonicalSink for DeltaSink {
         rows: &[T],
         encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError> {
+        if let Some(typed) = &self.typed {
+            let (new, refused) = typed.store(&self.rows, rows, &encoded).await?;
+            self.reject(&refused).await?;
+            return Ok(new);
+        }
         let updated: Vec<Option<i64>> = rows
             .iter()
             .zip(&encoded)
@@ -260,7 +381,7 @@ impl CanonicalSink for DeltaSink {
         let loaded_at = micros(SystemTime::now());
         let schema = self.rows.columns().arrow_schema();
         self.rows
-            .append(&keys, |fresh| {
+            .append(&keys, self.rows.columns().fields(), |fresh| {
                 let each = || fresh.iter().map(|&i| (&encoded[i], i));
                 batch(
                     schema.clone(),
@@ -288,7 +409,7 @@ impl RejectSink for DeltaSink {
         let at = micros(SystemTime::now());
         let schema = table.columns().arrow_schema();
         let kept = table
-            .append(&keys, |fresh| {
+            .append(&keys, table.columns().fields(), |fresh| {
                 let each = || fresh.iter().map(|&i| (&rejects[i], i));
                 batch(
                     schema.clone(),
@@ -328,11 +449,11 @@ mod tests {
     #[test]
     fn the_cursor_reads_delta_stats_times() {
         let stats = r#"{"numRecords":2,"maxValues":{"updated_at":"2026-11-12T12:00:00.000Z"}}"#;
-        let t = newest_in(stats).unwrap();
+        let t = newest_in(stats, "updated_at").unwrap();
         assert_eq!(
             humantime::format_rfc3339(t).to_string(),
             "2026-11-12T12:00:00Z"
         );
-        assert_eq!(newest_in(r#"{"numRecords":2}"#), None);
+        assert_eq!(newest_in(r#"{"numRecords":2}"#, "updated_at"), None);
     }
 }

@@ -128,8 +128,14 @@ impl Location {
     /// The place of this table's rejects table: the same name with
     /// `_rejects` added (`out/launches` -> `out/launches_rejects`).
     pub fn rejects(&self) -> Result<Self, EtlError> {
+        self.beside("_rejects")
+    }
+
+    /// A table beside this one, its name this one's with `suffix` added:
+    /// never inside this table's directory, where a VACUUM would delete it.
+    pub fn beside(&self, suffix: &str) -> Result<Self, EtlError> {
         let trimmed = self.shown.trim_end_matches('/');
-        Self::parse(&format!("{trimmed}_rejects"))
+        Self::parse(&format!("{trimmed}{suffix}"))
     }
 }
 

@@ -9,7 +9,7 @@
 //! the files it added needs none of that.
 
 use deltalake::kernel::transaction::CommitData;
-use deltalake::kernel::{Action, Add, Transaction, Version};
+use deltalake::kernel::{Action, Add, Metadata, Transaction, Version};
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::logstore::{CommitOrBytes, LogStore};
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -23,16 +23,18 @@ use crate::keys::DataFile;
 /// Where a table's log lives, below its root.
 const LOG_FOLDER: &str = "_delta_log";
 
-/// Writes `adds` and the shared `txn` at `txn_version` as the log entry of
-/// `version`. Fails with `VersionAlreadyExists` when another writer's entry
-/// holds that version: nothing of ours is then in the log.
+/// Writes `adds`, `metadata` (a new schema) and the shared `txn` as the log
+/// entry of `version`. Fails with `VersionAlreadyExists` when another
+/// writer's entry holds that version: nothing of ours is then in the log.
 pub(crate) async fn append(
     log_store: &dyn LogStore,
     version: Version,
     adds: &[Add],
     txn: Transaction,
+    metadata: Option<Metadata>,
 ) -> Result<(), DeltaTableError> {
-    let actions = adds.iter().cloned().map(Action::Add).collect();
+    let mut actions: Vec<Action> = metadata.map(Action::Metadata).into_iter().collect();
+    actions.extend(adds.iter().cloned().map(Action::Add));
     let operation = DeltaOperation::Write {
         mode: SaveMode::Append,
         partition_by: None,

@@ -14,22 +14,24 @@
 //! sees any two appends racing as `ConcurrentTransaction`, not as blind
 //! appends free to pass each other.
 
-use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::array::{new_null_array, RecordBatch};
 use deltalake::checkpoints;
 use deltalake::kernel::transaction::PROTOCOL;
-use deltalake::kernel::{Add, Transaction, Version};
+use deltalake::kernel::{
+    Add, Metadata, MetadataExt, StructField, StructType, Transaction, Version,
+};
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::SaveMode;
 use deltalake::table::config::TablePropertiesExt;
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore, Path};
 use etl_core::EtlError;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
-use crate::columns::Columns;
+use crate::columns::{arrow_schema, Columns};
 use crate::errors::{from_arrow, from_delta, lost_race};
 use crate::keys::{writer_properties, DataFile, KeyIndex};
 use crate::location::Location;
@@ -58,6 +60,10 @@ struct State {
     /// The newest version this writer knows: its own last commit, or the
     /// last it read. The next append goes one past it.
     version: Version,
+    /// The table's metadata and schema at `version` (a typed table's
+    /// schema grows with this writer's commits and others').
+    metadata: Metadata,
+    schema: StructType,
     /// A checkpoint is written at every this many versions.
     checkpoint_every: u64,
     index: KeyIndex,
@@ -108,9 +114,13 @@ impl KeyedTable {
         })?;
         let version = snapshot.version();
         let checkpoint_every = snapshot.table_config().checkpoint_interval().get();
+        let metadata = snapshot.metadata().clone();
+        let schema = StructType::clone(&snapshot.schema());
         let mut state = State {
             table,
             version,
+            metadata,
+            schema,
             checkpoint_every,
             index: KeyIndex::default(),
             next_txn: 0,
@@ -137,10 +147,12 @@ impl KeyedTable {
     /// Appends the entries with `keys` that the table does not hold (each
     /// once: the first of equal keys), as one commit, and returns how many
     /// it wrote. `build` makes the batch of the entries at the indexes it
-    /// is given. `Ok` only once the commit is in the log.
+    /// is given, of the columns `fields` (those the table lacks are added
+    /// by the same commit). `Ok` only once the commit is in the log.
     pub async fn append(
         &self,
         keys: &[String],
+        fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, deltalake::arrow::error::ArrowError>,
     ) -> Result<usize, EtlError> {
         let shown = self.shown();
@@ -166,15 +178,32 @@ impl KeyedTable {
                 discard(&store, staged.take()).await;
                 return Ok(0);
             }
+            let batch = build(&fresh).map_err(|e| from_arrow(e, shown))?;
+            // Columns the batch has and the table lacks (a typed table's
+            // new members) go in with its rows: one metaData action in the
+            // same commit, on the schema as this writer last read it.
+            let grown = grown(&state.schema, fields, false)
+                .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
+            let schema = grown.as_ref().unwrap_or(&state.schema);
             let adds = match staged.take() {
                 Some((entries, adds)) if entries == fresh => adds,
                 earlier => {
                     discard(&store, earlier).await;
-                    let batch = build(&fresh).map_err(|e| from_arrow(e, shown))?;
+                    let batch = conform(batch, schema).map_err(|e| from_arrow(e, shown))?;
                     state.write(batch, key, fresh.len(), shown).await?
                 }
             };
-            match state.commit(&adds).await {
+            let metadata = match grown {
+                Some(schema) => Some(
+                    state
+                        .metadata
+                        .clone()
+                        .with_schema(&schema)
+                        .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
+                ),
+                None => None,
+            };
+            match state.commit(&adds, metadata).await {
                 Ok(()) => {
                     // Every file of the commit gets a filter of all its
                     // keys: where the writer split them over several files,
@@ -201,6 +230,56 @@ impl KeyedTable {
         Err(EtlError::Network(format!(
             "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
         )))
+    }
+
+    /// Which of the entries with `keys` the table does not hold: the index
+    /// of the first of each key, in order.
+    pub async fn fresh(&self, keys: &[String]) -> Result<Vec<usize>, EtlError> {
+        let shown = self.shown();
+        let key = self.columns.key();
+        let mut state = self.state.lock().await;
+        let store = state.table.object_store();
+        let held = match state.index.held(&store, keys, key, shown).await {
+            Ok(held) => held,
+            Err(_) => {
+                state.refresh(&self.columns, shown).await?;
+                state.index.held(&store, keys, key, shown).await?
+            }
+        };
+        Ok(first_unheld(keys, &held))
+    }
+
+    /// The table's schema as this writer last read or wrote it.
+    pub async fn schema(&self) -> StructType {
+        self.state.lock().await.schema.clone()
+    }
+
+    /// Commits `fields` as the table's schema, with no rows: a field of
+    /// `fields` replaces the table's of its name (its metadata, say), and
+    /// no field of the table is dropped. `Ok(false)` when another writer
+    /// committed first: the schema is then read again
+    /// ([`KeyedTable::schema`]), and the caller decides anew.
+    pub async fn reshape(&self, fields: &[StructField]) -> Result<bool, EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        let Some(schema) = grown(&state.schema, fields, true)
+            .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?
+        else {
+            return Ok(true);
+        };
+        let metadata = state
+            .metadata
+            .clone()
+            .with_schema(&schema)
+            .map_err(|e| from_delta(e.into(), "changing the schema", shown))?;
+        match state.commit(&[], Some(metadata)).await {
+            Ok(()) => Ok(true),
+            Err(e) if lost_race(&e) => {
+                state.catch_up(&self.columns, shown).await?;
+                Ok(false)
+            }
+            Err(e) => Err(from_delta(e, "changing the schema", shown)),
+        }
     }
 
     /// The store the table's files are in.
@@ -232,16 +311,18 @@ impl State {
             .update_incremental(None)
             .await
             .map_err(|e| from_delta(e, "reading the log", shown))?;
-        let schema = self
+        let snapshot = self
             .table
             .snapshot()
-            .map_err(|e| from_delta(e, "reading the log", shown))?
-            .schema();
+            .map_err(|e| from_delta(e, "reading the log", shown))?;
+        let schema = StructType::clone(&snapshot.schema());
         if let Some(why) = columns.mismatch(&schema) {
             return Err(EtlError::InvalidInput(format!(
                 "Delta table {shown}: changed by another writer: {why}"
             )));
         }
+        self.metadata = snapshot.metadata().clone();
+        self.schema = schema;
         self.sync(columns, shown).await
     }
 
@@ -301,7 +382,9 @@ impl State {
         self.index.sync(&store, live, columns.key(), shown).await
     }
 
-    /// Writes `batch` as data files, not yet part of the table.
+    /// Writes `batch` as data files, not yet part of the table. Its
+    /// columns may be more than the table's: a commit with a metaData
+    /// action adds them.
     async fn write(
         &self,
         batch: RecordBatch,
@@ -313,7 +396,10 @@ impl State {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(key, rows));
-        writer.write(batch).await.map_err(fail)?;
+        writer
+            .write_with_mode(batch, WriteMode::MergeSchema)
+            .await
+            .map_err(fail)?;
         writer.flush().await.map_err(fail)
     }
 
@@ -332,16 +418,24 @@ impl State {
         Ok(())
     }
 
-    /// Commits `adds` with the next version of the shared `txn` as the
-    /// version after [`State::version`], and writes a checkpoint where one
-    /// is due.
-    async fn commit(&mut self, adds: &[Add]) -> Result<(), DeltaTableError> {
+    /// Commits `adds` (and `metadata`, a new schema) with the next version
+    /// of the shared `txn` as the version after [`State::version`], and
+    /// writes a checkpoint where one is due.
+    async fn commit(
+        &mut self,
+        adds: &[Add],
+        metadata: Option<Metadata>,
+    ) -> Result<(), DeltaTableError> {
         let log_store = self.table.log_store();
         let version = self.version + 1;
         let txn = Transaction::new(APP_ID, self.next_txn);
-        log::append(log_store.as_ref(), version, adds, txn).await?;
+        log::append(log_store.as_ref(), version, adds, txn, metadata.clone()).await?;
         self.version = version;
         self.next_txn += 1;
+        if let Some(metadata) = metadata {
+            self.schema = metadata.parse_schema()?;
+            self.metadata = metadata;
+        }
         if (version + 1).is_multiple_of(self.checkpoint_every) {
             self.checkpoint(version).await;
         }
@@ -365,6 +459,33 @@ impl State {
     }
 }
 
+/// Whether a table exists at `location` with a column `name` (how a table
+/// of the JSON shape is told from a typed one). No table: `false`.
+pub(crate) async fn holds_column(location: &Location, name: &str) -> Result<bool, EtlError> {
+    let shown = &location.shown;
+    let fail = |e: DeltaTableError, what: &str| from_delta(e, what, shown);
+    if location.url.scheme() == "file" && location.url.to_file_path().is_ok_and(|p| !p.exists()) {
+        return Ok(false);
+    }
+    let mut table = DeltaTableBuilder::from_url(location.url.clone())
+        .map_err(|e| fail(e, "opening"))?
+        .build()
+        .map_err(|e| fail(e, "opening"))?;
+    if !table
+        .verify_deltatable_existence()
+        .await
+        .map_err(|e| fail(e, "opening"))?
+    {
+        return Ok(false);
+    }
+    table.load().await.map_err(|e| fail(e, "reading the log"))?;
+    let schema = table
+        .snapshot()
+        .map_err(|e| fail(e, "reading the log"))?
+        .schema();
+    Ok(schema.field(name).is_some())
+}
+
 /// Creates the table at `location`. Another writer creating it at the same
 /// moment is no error: the table is then opened as it made it.
 async fn create(location: &Location, columns: &Columns) -> Result<(), EtlError> {
@@ -383,6 +504,69 @@ async fn create(location: &Location, columns: &Columns) -> Result<(), EtlError> 
             }
         }
     }
+}
+
+/// `have`'s fields, then each of `want`'s it lacks, or `None` when it
+/// lacks none (and, with `replace`, holds each as it is in `want`). A field
+/// of `want` that `have` holds with another type is an error naming it:
+/// a column's type never changes.
+fn grown(
+    have: &StructType,
+    want: &[StructField],
+    replace: bool,
+) -> Result<Option<StructType>, String> {
+    let mut fields: Vec<StructField> = have.fields().cloned().collect();
+    let mut changed = false;
+    for field in want {
+        match fields.iter_mut().find(|f| f.name() == field.name()) {
+            Some(held) if held.data_type() != field.data_type() => {
+                return Err(format!(
+                    "column `{}` is {} in the table, not {}",
+                    field.name(),
+                    held.data_type(),
+                    field.data_type()
+                ));
+            }
+            Some(held) if replace && held != field => {
+                *held = field.clone();
+                changed = true;
+            }
+            Some(_) => {}
+            None => {
+                fields.push(field.clone());
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    StructType::try_new(fields)
+        .map(Some)
+        .map_err(|e| format!("its schema: {e}"))
+}
+
+/// `batch` with `schema`'s columns in its order: a column it lacks is all
+/// null (another writer's new column).
+fn conform(
+    batch: RecordBatch,
+    schema: &StructType,
+) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let fields: Vec<StructField> = schema.fields().cloned().collect();
+    let target = arrow_schema(&fields);
+    if batch.schema().fields() == target.fields() {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let columns = target
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(column) => column.clone(),
+            None => new_null_array(f.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(target, columns)
 }
 
 /// The indexes of the first entry of each key not held.

@@ -1,0 +1,377 @@
+//! Typed tables in Delta: a record's members as columns, its lists as
+//! child tables beside it (`PATH__labels`), the family's schema kept in the
+//! resource's table (etl-core's `content::typed` says how records become
+//! rows; this says how they reach the tables).
+//!
+//! The resource's table is where the family's schema changes are decided:
+//! a load whose records add columns or tables first commits the grown
+//! schema there (a metaData action; the schema as `Schema::to_json`
+//! writes it, in the field metadata of `_etl_row`). Of two writers growing
+//! it at once, one wins the version; the other reads the winner's schema,
+//! makes its rows again on it, and commits what is still new. So every
+//! column has one name and one type in every table of the family, and a
+//! child table's new columns go in the same commit as its rows. Child
+//! tables commit before the resource's table: a record's row is only ever
+//! in the table once all its child rows are.
+
+use deltalake::arrow::array::{RecordBatch, UInt32Array};
+use deltalake::arrow::compute::take_record_batch;
+use deltalake::arrow::error::ArrowError;
+use deltalake::kernel::{DataType, MetadataValue, StructField, StructType};
+use etl_core::content::typed::{
+    loader, timestamp_micros, ColumnType, Schema, SchemaOptions, ShredError,
+};
+use etl_core::content::KeyedJson;
+use etl_core::{EtlError, Record, Reject};
+use std::collections::hash_map::{Entry, HashMap};
+use std::time::SystemTime;
+use tokio::sync::Mutex;
+
+use crate::builders::{Builders, TableBatch};
+use crate::columns::{micros, Columns};
+use crate::errors::from_arrow;
+use crate::location::Location;
+use crate::table::KeyedTable;
+
+/// The field metadata key of `_etl_row` in the resource's table that holds
+/// the family's schema.
+pub(crate) const SCHEMA_KEY: &str = "etl.schema";
+/// The field metadata key of a data column's JSON Pointer.
+const PATH_KEY: &str = "etl.path";
+/// The field metadata key of a data column's type as the schema names it
+/// (`json` and `text` are both Delta strings).
+const TYPE_KEY: &str = "etl.type";
+/// The field metadata key of a data column's hint.
+const HINT_KEY: &str = "etl.hint";
+
+/// A typed table family: the child tables opened so far and the schema
+/// this process last read or committed. The resource's table is the
+/// sink's own.
+pub(crate) struct Typed {
+    at: Location,
+    options: SchemaOptions,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Typed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Typed")
+            .field("location", &self.at.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+struct State {
+    schema: Schema,
+    /// The stored text `schema` was read from or committed as.
+    stored: String,
+    /// `schema`'s generation when read or committed: past it, the schema
+    /// holds columns or tables not yet committed.
+    committed: u64,
+    /// Whether the family held rows before this load (a frozen contract
+    /// holds from then on).
+    exists: bool,
+    /// The child tables opened so far, by name (a schema read again may
+    /// list its tables in another order).
+    children: HashMap<String, KeyedTable>,
+}
+
+/// The Delta type of a column of type `t`.
+fn delta_type(t: ColumnType) -> DataType {
+    match t {
+        ColumnType::Bool => DataType::BOOLEAN,
+        ColumnType::Bigint => DataType::LONG,
+        ColumnType::Double => DataType::DOUBLE,
+        ColumnType::Timestamp => DataType::TIMESTAMP,
+        ColumnType::Date => DataType::DATE,
+        ColumnType::Text | ColumnType::Json => DataType::STRING,
+    }
+}
+
+/// The loader columns of the resource's table, in order.
+fn record_fields() -> Vec<StructField> {
+    vec![
+        StructField::new(loader::KEY, DataType::STRING, false),
+        StructField::new(loader::ID, DataType::STRING, true),
+        StructField::new(loader::UPDATED_AT, DataType::TIMESTAMP, true),
+        StructField::new(loader::LOADED_AT, DataType::TIMESTAMP, false),
+        StructField::new(loader::ROW, DataType::STRING, false),
+        StructField::new(loader::META, DataType::STRING, true),
+    ]
+}
+
+/// The loader columns of a child table, in order.
+fn child_fields() -> Vec<StructField> {
+    vec![
+        StructField::new(loader::KEY, DataType::STRING, false),
+        StructField::new(loader::PARENT_KEY, DataType::STRING, false),
+        StructField::new(loader::ROOT_KEY, DataType::STRING, false),
+        StructField::new(loader::LIST_IDX, DataType::LONG, false),
+    ]
+}
+
+/// Table `at`'s columns in `schema` as Delta fields: its loader columns,
+/// then its data columns (each nullable, with its path, type and hint in
+/// its metadata). With `stored`, the resource's `_etl_row` carries it as
+/// the family's schema.
+pub(crate) fn table_fields(schema: &Schema, at: usize, stored: Option<&str>) -> Vec<StructField> {
+    let table = &schema.tables()[at];
+    let mut fields = match table.parent() {
+        None => record_fields(),
+        Some(_) => child_fields(),
+    };
+    if let (None, Some(stored)) = (table.parent(), stored) {
+        for field in &mut fields {
+            if field.name() == loader::ROW {
+                *field = field.clone().with_metadata([(SCHEMA_KEY, stored)]);
+            }
+        }
+    }
+    fields.extend(table.columns().iter().map(|c| {
+        let mut metadata = vec![
+            (PATH_KEY, c.path.clone()),
+            (TYPE_KEY, c.column_type.as_str().to_owned()),
+        ];
+        if let Some(hint) = c.hint {
+            metadata.push((HINT_KEY, hint.as_str().to_owned()));
+        }
+        StructField::new(&c.name, delta_type(c.column_type), true).with_metadata(metadata)
+    }));
+    fields
+}
+
+/// The family's schema as the resource's table holds it, if it does.
+fn stored_schema(fields: &StructType) -> Option<&str> {
+    match fields.field(loader::ROW)?.metadata().get(SCHEMA_KEY)? {
+        MetadataValue::String(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// Where a table's child table is: beside it, its name's part past the
+/// resource's name added (`lake/issues` -> `lake/issues__labels`).
+fn child_suffix(schema: &Schema, at: usize) -> String {
+    let root = schema.tables()[0].name();
+    let name = schema.tables()[at].name();
+    match name.strip_prefix(root) {
+        Some(rest) if rest.starts_with("__") => rest.to_owned(),
+        _ => format!("__{name}"),
+    }
+}
+
+impl Typed {
+    /// The columns of a new family's resource table named `name`: the
+    /// fresh schema's (its hinted columns), the schema in `_etl_row`.
+    pub(crate) fn fresh_columns(name: &str, options: &SchemaOptions) -> Result<Columns, EtlError> {
+        let fresh = Schema::new(name, options.clone()).map_err(EtlError::InvalidInput)?;
+        let fields = table_fields(&fresh, 0, Some(&fresh.to_json()));
+        Ok(Columns::growing(fields, loader::RECORD_COLUMNS.len()))
+    }
+
+    /// The family of the resource table `root` (opened with
+    /// [`Typed::fresh_columns`]), its schema read from it.
+    pub(crate) async fn open(
+        root: &KeyedTable,
+        at: Location,
+        options: SchemaOptions,
+    ) -> Result<Typed, EtlError> {
+        let fields = root.schema().await;
+        let stored = stored_schema(&fields).ok_or_else(|| {
+            EtlError::InvalidInput(format!(
+                "Delta table {}: a typed table without its schema (`{SCHEMA_KEY}` in the metadata of `{}`)",
+                at.shown,
+                loader::ROW
+            ))
+        })?;
+        let schema = read(stored, &options, &at)?;
+        let state = State {
+            committed: schema.generation(),
+            stored: stored.to_owned(),
+            schema,
+            exists: crate::count(root).await? > 0,
+            children: HashMap::new(),
+        };
+        Ok(Typed {
+            at,
+            options,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// The family's schema as this process last read or committed it.
+    pub(crate) async fn schema(&self) -> Schema {
+        self.state.lock().await.schema.clone()
+    }
+
+    /// Loads `rows` (their keys and canonical JSON `encoded`) that the
+    /// resource's table `root` lacks: the schema they grow first, then
+    /// their child tables' rows, then theirs. Returns how many rows were
+    /// new, and the records a frozen schema refused, as rejects.
+    pub(crate) async fn store<T: Record>(
+        &self,
+        root: &KeyedTable,
+        rows: &[T],
+        encoded: &[KeyedJson],
+    ) -> Result<(usize, Vec<Reject>), EtlError> {
+        let keys: Vec<String> = encoded.iter().map(|c| c.key.clone()).collect();
+        let fresh = root.fresh(&keys).await?;
+        if fresh.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let mut state = self.state.lock().await;
+        let (mut batch, refused) = self.grow(root, &mut state, rows, encoded, &fresh).await?;
+        let loaded_at = micros(SystemTime::now()).unwrap_or(0);
+        let shown = &self.at.shown;
+        // The deepest tables first: a row is only ever committed after
+        // every row below it.
+        for at in (1..batch.tables()).rev() {
+            let part = batch
+                .finish(at, &state.schema, loaded_at)
+                .map_err(|e| from_arrow(e, shown))?;
+            if part.keys.is_empty() {
+                continue;
+            }
+            let child = self.child(&mut state, at).await?;
+            append(child, part).await?;
+        }
+        let new = match batch.tables() {
+            0 => 0,
+            _ => {
+                let part = batch
+                    .finish(0, &state.schema, loaded_at)
+                    .map_err(|e| from_arrow(e, shown))?;
+                append(root, part).await?
+            }
+        };
+        state.exists = true;
+        state.schema.set_exists();
+        Ok((new, refused))
+    }
+
+    /// Makes the batch's rows, and commits the schema they grow to the
+    /// resource's table first. A writer that loses that commit to another
+    /// reads the schema the winner committed and makes the rows again.
+    async fn grow<T: Record>(
+        &self,
+        root: &KeyedTable,
+        state: &mut State,
+        rows: &[T],
+        encoded: &[KeyedJson],
+        fresh: &[usize],
+    ) -> Result<(Builders, Vec<Reject>), EtlError> {
+        loop {
+            let fields = root.schema().await;
+            let stored = stored_schema(&fields).unwrap_or_default();
+            if stored != state.stored {
+                state.schema = read(stored, &self.options, &self.at)?;
+                state.stored = stored.to_owned();
+                state.committed = state.schema.generation();
+            }
+            if state.exists {
+                state.schema.set_exists();
+            }
+            let made = self.shred(&mut state.schema, rows, encoded, fresh)?;
+            if state.schema.generation() == state.committed {
+                return Ok(made);
+            }
+            let text = state.schema.to_json();
+            if root
+                .reshape(&table_fields(&state.schema, 0, Some(&text)))
+                .await?
+            {
+                state.stored = text;
+                state.committed = state.schema.generation();
+                return Ok(made);
+            }
+        }
+    }
+
+    fn shred<T: Record>(
+        &self,
+        schema: &mut Schema,
+        rows: &[T],
+        encoded: &[KeyedJson],
+        fresh: &[usize],
+    ) -> Result<(Builders, Vec<Reject>), EtlError> {
+        let mut batch = Builders::default();
+        let mut refused = Vec::new();
+        for &i in fresh {
+            let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
+            match schema.shred(json, key, &mut batch) {
+                Ok(()) => {
+                    let id = row.record_id();
+                    batch.record(id.as_deref(), update_time(row, key), json);
+                }
+                // Refused before the batch saw any of it.
+                Err(ShredError::Refused(why)) => refused.push(Reject::new(
+                    json.as_str(),
+                    why.to_string(),
+                    format!("Delta table {}", self.at.shown),
+                )?),
+                Err(ShredError::Json(e)) => {
+                    return Err(EtlError::Parse(format!("record {key}: {e}")));
+                }
+            }
+        }
+        Ok((batch, refused))
+    }
+
+    /// The child table `at` of the family, opened (and created) on first
+    /// use with the columns the schema gives it now.
+    async fn child<'s>(&self, state: &'s mut State, at: usize) -> Result<&'s KeyedTable, EtlError> {
+        let name = state.schema.tables()[at].name().to_owned();
+        let table = match state.children.entry(name) {
+            Entry::Occupied(open) => open.into_mut(),
+            Entry::Vacant(slot) => {
+                let place = self.at.beside(&child_suffix(&state.schema, at))?;
+                let fields = table_fields(&state.schema, at, None);
+                let columns = Columns::growing(fields, loader::CHILD_COLUMNS.len());
+                slot.insert(KeyedTable::open(place, columns).await?)
+            }
+        };
+        Ok(table)
+    }
+}
+
+/// Reads the family's stored schema.
+fn read(stored: &str, options: &SchemaOptions, at: &Location) -> Result<Schema, EtlError> {
+    Schema::from_json(stored, options.clone()).map_err(|e| {
+        EtlError::InvalidInput(format!("Delta table {}: its typed schema: {e}", at.shown))
+    })
+}
+
+/// Appends the rows of `part` that `table` lacks.
+async fn append(table: &KeyedTable, part: TableBatch) -> Result<usize, EtlError> {
+    let TableBatch {
+        keys,
+        fields,
+        batch,
+    } = part;
+    table
+        .append(&keys, &fields, |fresh| rows_at(&batch, fresh))
+        .await
+}
+
+/// The rows of `batch` at `fresh` (all of them without a copy).
+fn rows_at(batch: &RecordBatch, fresh: &[usize]) -> Result<RecordBatch, ArrowError> {
+    if fresh.len() == batch.num_rows() {
+        return Ok(batch.clone());
+    }
+    let at: Vec<u32> = fresh.iter().map(|&i| i as u32).collect();
+    take_record_batch(batch, &UInt32Array::from(at))
+}
+
+/// A record's update time, in microseconds, at any offset. A value that is
+/// no RFC 3339 timestamp is stored as null, with a warning naming it.
+fn update_time<T: Record>(row: &T, key: &str) -> Option<i64> {
+    let text = row.updated_at()?;
+    let micros = timestamp_micros(&text);
+    if micros.is_none() {
+        tracing::warn!(
+            value = text,
+            content_key = key,
+            "update time is not an RFC 3339 timestamp: stored as null"
+        );
+    }
+    micros
+}

@@ -1,0 +1,473 @@
+//! Typed Delta tables (`DeltaSink::open_typed`), read back by the Python
+//! `deltalake` package with its own SQL engine, as an analyst reads them.
+//! The tests need `ETL_DELTA_PYTHON` (a Python with deltalake; `.ci/delta`
+//! makes one) and are ignored without `--include-ignored`.
+
+use etl_core::content::typed::{ColumnType, Contract, SchemaOptions};
+use etl_core::{Record, Sink};
+use etl_delta::DeltaSink;
+use serde_json::{json, Value};
+use std::path::Path;
+
+const NEEDS_PYTHON: &str = "needs ETL_DELTA_PYTHON: a Python with deltalake";
+
+/// A JSON record with an `id` and an `updated_at`.
+#[derive(serde::Serialize, Clone)]
+#[serde(transparent)]
+struct Doc(Value);
+
+impl Record for Doc {
+    fn record_id(&self) -> Option<String> {
+        self.0.get("id").map(|id| id.to_string())
+    }
+
+    fn updated_at(&self) -> Option<String> {
+        self.0
+            .get("updated_at")
+            .and_then(|t| t.as_str())
+            .map(str::to_owned)
+    }
+}
+
+fn docs(values: &[Value]) -> Vec<Doc> {
+    values.iter().cloned().map(Doc).collect()
+}
+
+/// The tables' schemas (`[[name, type], ...]` each) and the rows of `sql`
+/// over them (registered as `t0`, `t1`, ...), as Python `deltalake` reads
+/// them.
+const QUERY: &str = r#"
+import json, sys
+from deltalake import DeltaTable, QueryBuilder
+sql, paths = sys.argv[1], sys.argv[2:]
+qb = QueryBuilder()
+schemas = []
+for i, path in enumerate(paths):
+    dt = DeltaTable(path)
+    schemas.append([[f.name, str(f.type)] for f in dt.schema().fields])
+    qb.register(f"t{i}", dt)
+t = qb.execute(sql).read_all()
+names = t.column_names
+columns = [t.column(n).to_pylist() for n in names]
+rows = [[str(c[r]) if c[r] is not None and not isinstance(c[r], (bool, int, float, str)) else c[r]
+         for c in columns] for r in range(t.num_rows)]
+print(json.dumps({"schemas": schemas, "rows": rows}))
+"#;
+
+#[derive(Debug, serde::Deserialize)]
+struct Read {
+    schemas: Vec<Vec<(String, String)>>,
+    rows: Vec<Vec<Value>>,
+}
+
+fn query(sql: &str, tables: &[&Path]) -> Read {
+    let python = std::env::var("ETL_DELTA_PYTHON").expect(NEEDS_PYTHON);
+    let out = std::process::Command::new(python)
+        .args(["-c", QUERY, sql])
+        .args(tables)
+        .output()
+        .expect("python starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The type Python reads for `column` of a table's schema.
+fn type_of<'a>(schema: &'a [(String, String)], column: &str) -> &'a str {
+    schema
+        .iter()
+        .find(|(name, _)| name == column)
+        .map(|(_, t)| t.as_str())
+        .unwrap_or_else(|| panic!("no column {column} in {schema:?}"))
+}
+
+fn at(dir: &Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_owned()
+}
+
+fn issues() -> Vec<Doc> {
+    docs(&[
+        json!({"id": 1, "title": "It breaks", "updated_at": "2026-11-01T10:00:00+02:00",
+               "user": {"login": "ann", "site": {"admin": false}}, "score": 1.5, "count": 3,
+               "labels": [{"name": "bug", "color": "red"}, {"name": "ui"}],
+               "assignees": ["bob", "cy"]}),
+        json!({"id": 2, "title": "Slow", "updated_at": "2026-11-02T10:00:00Z",
+               "user": {"login": "bo"}, "count": "many", "labels": []}),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn members_become_typed_columns_and_lists_child_tables_beside_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "gh");
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", SchemaOptions::default())
+        .await
+        .unwrap();
+    assert!(sink.is_typed());
+    assert_eq!(sink.load(&issues()).await.unwrap(), 2);
+    assert_eq!(
+        sink.load(&issues()).await.unwrap(),
+        0,
+        "a re-run adds nothing"
+    );
+
+    let labels = dir.path().join("gh__labels");
+    let assignees = dir.path().join("gh__assignees");
+    assert!(
+        labels.join("_delta_log").is_dir(),
+        "the child table is beside its parent"
+    );
+    assert!(!dir.path().join("gh").join("gh__labels").exists());
+
+    let read = query(
+        "SELECT t0.title, t1.name, t1.color FROM t0 JOIN t1 ON t1._etl_parent_key = t0._etl_key \
+         ORDER BY t1._etl_list_idx",
+        &[Path::new(&root), &labels],
+    );
+    assert_eq!(
+        read.rows,
+        [
+            vec![json!("It breaks"), json!("bug"), json!("red")],
+            vec![json!("It breaks"), json!("ui"), Value::Null]
+        ]
+    );
+    let (issue, label) = (&read.schemas[0], &read.schemas[1]);
+    let names: Vec<&str> = issue.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        &names[..6],
+        [
+            "_etl_key",
+            "_etl_id",
+            "_etl_updated_at",
+            "_etl_loaded_at",
+            "_etl_row",
+            "_etl_meta"
+        ]
+    );
+    assert!(
+        !names.contains(&"labels"),
+        "a list is a child table: {names:?}"
+    );
+    assert_eq!(type_of(issue, "user__login"), "PrimitiveType(\"string\")");
+    assert_eq!(
+        type_of(issue, "user__site__admin"),
+        "PrimitiveType(\"boolean\")"
+    );
+    assert_eq!(type_of(issue, "count"), "PrimitiveType(\"long\")");
+    assert_eq!(type_of(issue, "score"), "PrimitiveType(\"double\")");
+    assert_eq!(
+        type_of(issue, "_etl_updated_at"),
+        "PrimitiveType(\"timestamp\")"
+    );
+    assert_eq!(type_of(label, "_etl_list_idx"), "PrimitiveType(\"long\")");
+
+    // A misfit is null in its column and named in `_etl_meta`; the update
+    // time is read at its offset, in UTC.
+    let read = query(
+        "SELECT _etl_id, count, _etl_meta, CAST(_etl_updated_at AS VARCHAR) FROM t0 ORDER BY _etl_id",
+        &[Path::new(&root)],
+    );
+    assert_eq!(read.rows[0][1], json!(3));
+    assert!(
+        read.rows[0][3]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-11-01T08:00:00"),
+        "{read:?}"
+    );
+    assert_eq!(read.rows[1][1], Value::Null);
+    let meta: Value = serde_json::from_str(read.rows[1][2].as_str().unwrap()).unwrap();
+    assert_eq!(
+        meta,
+        json!({"misfits": [{"path": "/count", "column": "count", "type": "bigint", "found": "string"}]})
+    );
+    // A list of scalars has a `value` column.
+    let read = query("SELECT value FROM t0 ORDER BY _etl_list_idx", &[&assignees]);
+    assert_eq!(read.rows, [vec![json!("bob")], vec![json!("cy")]]);
+
+    // The cursor reads the typed table's update time.
+    assert_eq!(
+        sink.newest_updated_at().await.unwrap().as_deref(),
+        Some("2026-11-02T10:00:00Z")
+    );
+    assert_eq!(sink.count().await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn the_schema_evolves_across_runs_and_a_frozen_one_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "issues");
+    let options = SchemaOptions::default().hint("closed_at", ColumnType::Timestamp);
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", options.clone())
+        .await
+        .unwrap();
+    sink.load(&issues()).await.unwrap();
+    drop(sink);
+
+    // A later run, another process's sink: a new member in the records and
+    // in their list elements.
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", options.clone())
+        .await
+        .unwrap();
+    let later = docs(&[
+        json!({"id": 3, "title": "New", "milestone": {"due": "2026-12-24"},
+                               "labels": [{"name": "p1", "description": "urgent"}]}),
+    ]);
+    assert_eq!(sink.load(&later).await.unwrap(), 1);
+    let labels = dir.path().join("issues__labels");
+    let read = query("SELECT name, description FROM t0 ORDER BY name", &[&labels]);
+    assert_eq!(
+        read.rows,
+        [
+            vec![json!("bug"), Value::Null],
+            vec![json!("p1"), json!("urgent")],
+            vec![json!("ui"), Value::Null]
+        ]
+    );
+    let read = query(
+        "SELECT milestone__due, closed_at FROM t0 WHERE _etl_id = '3'",
+        &[Path::new(&root)],
+    );
+    assert_eq!(read.rows, [vec![json!("2026-12-24"), Value::Null]]);
+    assert_eq!(
+        type_of(&read.schemas[0], "closed_at"),
+        "PrimitiveType(\"timestamp\")",
+        "a hinted column exists while all its values are null"
+    );
+    let schema = sink.schema().await.unwrap();
+    let mut names: Vec<&str> = schema.tables().iter().map(|t| t.name()).collect();
+    names.sort();
+    assert_eq!(names, ["issues", "issues__assignees", "issues__labels"]);
+
+    // Frozen: a record that would add a column is a reject naming it; the
+    // others load.
+    let frozen = DeltaSink::open_typed::<Doc>(&root, "issues", options.contract(Contract::Freeze))
+        .await
+        .unwrap();
+    let batch = docs(&[
+        json!({"id": 4, "title": "Fits"}),
+        json!({"id": 5, "title": "Does not", "surprise": true}),
+    ]);
+    assert_eq!(frozen.load(&batch).await.unwrap(), 1);
+    assert_eq!(frozen.rejects_count().await.unwrap(), 1);
+    let rejects = dir.path().join("issues_rejects");
+    let read = query("SELECT error FROM t0", &[&rejects]);
+    assert!(
+        read.rows[0][0].as_str().unwrap().contains("surprise"),
+        "{read:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_json_shape_table_keeps_its_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "old");
+    let old = DeltaSink::open_as::<Doc>(&root).await.unwrap();
+    old.load(&issues()).await.unwrap();
+    drop(old);
+    let sink = DeltaSink::open_typed::<Doc>(&root, "old", SchemaOptions::default())
+        .await
+        .unwrap();
+    assert!(!sink.is_typed());
+    assert!(sink.schema().await.is_none());
+    let more = docs(&[json!({"id": 9, "title": "Still JSON"})]);
+    assert_eq!(sink.load(&more).await.unwrap(), 1);
+    let read = query("SELECT count(*) FROM t0", &[Path::new(&root)]);
+    assert_eq!(read.rows, [vec![json!(3)]]);
+    assert!(read.schemas[0].iter().any(|(n, _)| n == "content_key"));
+    assert!(!dir.path().join("old__labels").exists());
+}
+
+/// A family's counts over its table `t0` and child table `t1`: records,
+/// distinct record keys, child rows, distinct child keys, and child rows
+/// whose record is not in the table.
+const COUNTS: &str = "(SELECT count(*) FROM t0) AS records, \
+    (SELECT count(DISTINCT _etl_key) FROM t0) AS record_keys, \
+    (SELECT count(*) FROM t1) AS children, (SELECT count(DISTINCT _etl_key) FROM t1) AS child_keys, \
+    (SELECT count(*) FROM t1 WHERE _etl_parent_key NOT IN (SELECT _etl_key FROM t0)) AS orphans";
+
+/// Records of writer `w`: 60 with members of its own at the top and in
+/// the list elements (ids shared with the other writers), then 20 that
+/// every writer loads.
+fn writer_docs(w: usize) -> Vec<Doc> {
+    let own = (0..60).map(|i| {
+        let id = (i + w * 20) % 100;
+        json!({"id": id, format!("w{w}_{}", i / 20): i,
+               "labels": [{"name": format!("l{id}"), format!("x{w}"): true}]})
+    });
+    let shared = (0..20).map(|i| json!({"id": 1000 + i, "labels": [{"name": "s"}]}));
+    own.chain(shared).map(Doc).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn four_writers_adding_columns_at_once_keep_each_row_and_column_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "many");
+    let tasks: Vec<_> = (0..4)
+        .map(|w| {
+            let root = root.clone();
+            tokio::spawn(async move {
+                let sink = DeltaSink::open_typed::<Doc>(&root, "many", SchemaOptions::default())
+                    .await
+                    .unwrap();
+                let mut new = 0;
+                for batch in writer_docs(w).chunks(10) {
+                    new += sink.load(batch).await.unwrap();
+                }
+                new
+            })
+        })
+        .collect();
+    let mut new = 0;
+    for task in tasks {
+        new += task.await.unwrap();
+    }
+    // Writer w's own records are distinct by their members: 4 x 60, and
+    // the 20 every writer loads, each once.
+    assert_eq!(new, 260);
+    let labels = dir.path().join("many__labels");
+    let read = query(&format!("SELECT {COUNTS}"), &[Path::new(&root), &labels]);
+    assert_eq!(
+        read.rows,
+        [vec![
+            json!(260),
+            json!(260),
+            json!(260),
+            json!(260),
+            json!(0)
+        ]]
+    );
+    let (table, child) = (&read.schemas[0], &read.schemas[1]);
+    for w in 0..4 {
+        for part in 0..3 {
+            assert_eq!(
+                type_of(table, &format!("w{w}_{part}")),
+                "PrimitiveType(\"long\")"
+            );
+        }
+        assert_eq!(
+            type_of(child, &format!("x{w}")),
+            "PrimitiveType(\"boolean\")"
+        );
+    }
+    let mut names: Vec<&str> = table.iter().map(|(n, _)| n.as_str()).collect();
+    let all = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), all, "a column twice");
+}
+
+/// Records of the kill test: each adds a column of its batch's own
+/// (`b<batch>`), so the loader grows the schema in every load, and has
+/// `id % 3 + 1` labels.
+fn killable(n: i64) -> Doc {
+    let labels: Vec<_> = (0..n % 3 + 1)
+        .map(|l| json!({"name": format!("l{l}"), "rank": l}))
+        .collect();
+    Doc(json!({"id": n, format!("b{}", n / 20): n, "labels": labels}))
+}
+
+const KILLABLE: i64 = 2_000;
+
+/// The loader the kill test starts as a process of its own (this test
+/// binary, run again with `ETL_DELTA_KILL_TABLE`); a no-op otherwise.
+#[tokio::test]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn kill_child_loader() {
+    let Ok(root) = std::env::var("ETL_DELTA_KILL_TABLE") else {
+        return;
+    };
+    let sink = DeltaSink::open_typed::<Doc>(&root, "killed", SchemaOptions::default())
+        .await
+        .unwrap();
+    let records: Vec<Doc> = (0..KILLABLE).map(killable).collect();
+    for batch in records.chunks(20) {
+        sink.load(batch).await.unwrap();
+    }
+}
+
+/// What must hold of the family after any kill, as Python reads it: each
+/// record once, each child row once, and every record with all its child
+/// rows. Child tables commit first, so a kill may leave child rows whose
+/// record is not in yet (the re-run adds it, and not them again): `done`
+/// says none may be left. Returns how many records.
+fn whole(root: &Path, done: bool) -> i64 {
+    let labels = root.with_file_name("killed__labels");
+    if !labels.join("_delta_log").is_dir() {
+        return 0;
+    }
+    let read = query(
+        &format!(
+            "SELECT {COUNTS}, (SELECT count(*) FROM t0 WHERE \
+             (SELECT count(*) FROM t1 WHERE t1._etl_parent_key = t0._etl_key) \
+             <> CAST(t0._etl_id AS BIGINT) % 3 + 1) AS short"
+        ),
+        &[root, &labels],
+    );
+    let n: Vec<i64> = read.rows[0].iter().map(|v| v.as_i64().unwrap()).collect();
+    assert_eq!(n[0], n[1], "a record twice: {n:?}");
+    assert_eq!(n[2], n[3], "a child row twice: {n:?}");
+    if done {
+        assert_eq!(n[4], 0, "a child row without its record: {n:?}");
+    }
+    assert_eq!(n[5], 0, "a record without all its child rows: {n:?}");
+    n[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn kill_9_mid_load_then_a_rerun_leaves_each_record_and_child_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("killed");
+    let mut seen = 0;
+    for round in 0..3 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "kill_child_loader",
+                "--include-ignored",
+                "--nocapture",
+            ])
+            .env("ETL_DELTA_KILL_TABLE", &root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Killed once it has committed more than the round before: mid-load,
+        // at a moment of the machine's choosing.
+        let log = root.join("_delta_log");
+        loop {
+            let commits = std::fs::read_dir(&log).map_or(0, |d| d.count());
+            if commits > 5 + 10 * (round + 1) || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        seen = whole(&root, false);
+    }
+    assert!(seen < KILLABLE, "a kill came before the end ({seen} rows)");
+    let sink =
+        DeltaSink::open_typed::<Doc>(root.to_str().unwrap(), "killed", SchemaOptions::default())
+            .await
+            .unwrap();
+    let records: Vec<Doc> = (0..KILLABLE).map(killable).collect();
+    let mut new = 0;
+    for batch in records.chunks(200) {
+        new += sink.load(batch).await.unwrap();
+    }
+    assert_eq!(
+        new as i64,
+        KILLABLE - seen,
+        "the re-run writes what the killed runs did not"
+    );
+    assert_eq!(whole(&root, true), KILLABLE);
+}
