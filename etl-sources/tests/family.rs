@@ -599,12 +599,48 @@ async fn the_parent_and_child_demo_runs_with_no_network() {
 #[cfg(feature = "delta")]
 #[tokio::test]
 async fn into_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    delta_chains(dir.path(), "").await;
+}
+
+/// As [`into_delta_tables_each_parents_chain_reads_from_its_own_cursor`],
+/// into typed tables: the cursors are read from `_etl_row`, and the members
+/// are columns.
+#[cfg(feature = "delta")]
+#[tokio::test]
+async fn into_typed_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = delta_chains(dir.path(), "shape = \"typed\"\n").await;
+    let comments = lake.join("comments");
+    let sink = etl_delta::DeltaSink::open_typed::<etl_core::Row>(
+        comments.to_str().unwrap(),
+        "comments",
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    assert!(sink.is_typed());
+    assert_eq!(sink.count().await.unwrap(), 7);
+    let schema = sink.schema().await.unwrap();
+    let columns: Vec<&str> = schema.tables()[0]
+        .columns()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    for column in ["body", "id", "updated_at", "_parent__number"] {
+        assert!(columns.contains(&column), "{column}: {columns:?}");
+    }
+}
+
+/// The Delta family run of the tests above in `dir`, the file's top level
+/// starting with `head`; returns the lake's directory.
+#[cfg(feature = "delta")]
+async fn delta_chains(dir: &Path, head: &str) -> std::path::PathBuf {
     let repo = Repo::new();
     let server = repo.serve().await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("github.toml");
-    std::fs::write(&path, file(&server.uri(), "")).unwrap();
-    let out = format!("delta:{}", dir.path().join("lake").display());
+    let path = dir.join("github.toml");
+    std::fs::write(&path, format!("{head}{}", file(&server.uri(), ""))).unwrap();
+    let out = format!("delta:{}", dir.join("lake").display());
     let run = || {
         Command::new(env!("CARGO_BIN_EXE_etl"))
             .arg("run")
@@ -631,6 +667,7 @@ async fn into_delta_tables_each_parents_chain_reads_from_its_own_cursor() {
         "{}",
         text(&second)
     );
+    dir.join("lake")
 }
 
 /// A child that fails (issue 2's comments answer 404) ends the run with

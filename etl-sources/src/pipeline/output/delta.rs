@@ -11,24 +11,27 @@ use crate::rest::TableShape;
 
 impl Store for DeltaSink {
     /// Opens (or creates) the table at `location` (a local directory or
-    /// `s3://BUCKET/PATH`), or with many resources `location/<resource>`.
+    /// `s3://BUCKET/PATH`), or with many resources `location/<resource>`,
+    /// in the target's shape (a typed table named after the resource, its
+    /// child tables beside it; a table that exists in the JSON shape keeps
+    /// it).
     fn open<T: Record>(
         location: &str,
         target: Target<'_>,
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
-        let typed = matches!(target.shape, TableShape::Typed(_));
         let location = if target.many {
             format!("{}/{}", location.trim_end_matches('/'), target.resource)
         } else {
             location.to_owned()
         };
+        let (name, shape) = (target.resource.to_owned(), target.shape.clone());
         async move {
-            if typed {
-                return Err(EtlError::InvalidInput(
-                    "shape = \"typed\": typed tables are built for PostgreSQL only so far; a Delta table takes shape = \"json\"".into(),
-                ));
+            match shape {
+                TableShape::Json => DeltaSink::open_as::<T>(&location).await,
+                TableShape::Typed(options) => {
+                    DeltaSink::open_typed::<T>(&location, &name, options).await
+                }
             }
-            DeltaSink::open_as::<T>(&location).await
         }
     }
 
@@ -37,7 +40,7 @@ impl Store for DeltaSink {
         self.newest_updated_at().boxed()
     }
 
-    /// A read of the `row` and `updated_at` columns of every live file.
+    /// A read of the record and update time columns of every live file.
     fn newest_by<'a>(&'a self, member: &'a str) -> ParentCursorsFuture<'a> {
         self.newest_by_member(member).boxed()
     }
