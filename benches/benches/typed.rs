@@ -5,6 +5,7 @@
 //! about 1 KB (BENCHMARKS.md).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use etl_benches::Issue;
 use etl_core::content::typed::{Cell, Misfit, RowKeys, RowWriter, Schema, SchemaOptions};
 use etl_core::content::CanonicalJson;
 use std::hint::black_box;
@@ -98,34 +99,6 @@ fn typed(c: &mut Criterion) {
     group.finish();
 }
 
-/// A record as `etl run` holds one: its canonical text, id and update time.
-#[derive(Clone)]
-struct Issue {
-    text: String,
-    id: String,
-    updated: String,
-}
-
-impl serde::Serialize for Issue {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let raw: &serde_json::value::RawValue =
-            serde_json::from_str(&self.text).map_err(serde::ser::Error::custom)?;
-        raw.serialize(s)
-    }
-}
-
-impl etl_core::Record for Issue {
-    fn record_id(&self) -> Option<String> {
-        Some(self.id.clone())
-    }
-    fn updated_at(&self) -> Option<String> {
-        Some(self.updated.clone())
-    }
-    fn json_text(&self) -> Option<&str> {
-        Some(&self.text)
-    }
-}
-
 /// 100,000 issue records into PostgreSQL in batches of 1,000: the typed
 /// shape (`connect_typed`: columns, two child tables, `_etl_row`) against
 /// the JSON shape (`connect_as`: one jsonb column), each into a new table.
@@ -144,17 +117,7 @@ fn typed_postgres(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let records: Vec<Issue> = etl_benches::issues(N)
-        .into_iter()
-        .map(|text| {
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            Issue {
-                id: v["id"].to_string(),
-                updated: v["updated_at"].as_str().unwrap().to_owned(),
-                text,
-            }
-        })
-        .collect();
+    let records = etl_benches::issue_records(N);
     let (admin, connection) = rt
         .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
         .unwrap();

@@ -126,3 +126,50 @@ pub fn issues(n: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// An issue record as `etl run` holds one: its canonical text, id and
+/// update time ([`issues`] records, for the loads into typed tables).
+#[derive(Clone, Debug)]
+pub struct Issue {
+    /// The record's JSON text.
+    pub text: String,
+    /// Its `id`, as text.
+    pub id: String,
+    /// Its `updated_at`.
+    pub updated: String,
+}
+
+/// `n` of [`issues`] as [`Issue`] records.
+pub fn issue_records(n: usize) -> Vec<Issue> {
+    issues(n)
+        .into_iter()
+        .map(|text| {
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            Issue {
+                id: v["id"].to_string(),
+                updated: v["updated_at"].as_str().unwrap_or_default().to_owned(),
+                text,
+            }
+        })
+        .collect()
+}
+
+impl serde::Serialize for Issue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.text).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+impl etl_core::Record for Issue {
+    fn record_id(&self) -> Option<String> {
+        Some(self.id.clone())
+    }
+    fn updated_at(&self) -> Option<String> {
+        Some(self.updated.clone())
+    }
+    fn json_text(&self) -> Option<&str> {
+        Some(&self.text)
+    }
+}

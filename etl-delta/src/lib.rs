@@ -182,7 +182,8 @@ impl DeltaSink {
         options: SchemaOptions,
     ) -> Result<Self, EtlError> {
         let at = Location::parse(location)?;
-        if table::holds_column(&at, "content_key").await? {
+        let existing = table::existing_schema(&at).await?;
+        if existing.is_some_and(|fields| fields.field("content_key").is_some()) {
             return Self::open_as::<T>(location).await;
         }
         let rejects_at = at.rejects()?;
@@ -195,6 +196,24 @@ impl DeltaSink {
             rejects: OnceCell::new(),
             typed: Some(typed),
         })
+    }
+
+    /// The schema of the typed family at `location` (as
+    /// [`DeltaSink::open_typed`] stores it), read and nothing made: `None`
+    /// when there is no table there, or a table of the JSON shape. What
+    /// `etl schema` prints.
+    pub async fn stored_schema(
+        location: &str,
+        options: SchemaOptions,
+    ) -> Result<Option<Schema>, EtlError> {
+        let at = Location::parse(location)?;
+        let Some(fields) = table::existing_schema(&at).await? else {
+            return Ok(None);
+        };
+        match typed::stored_schema(&fields) {
+            Some(stored) => typed::read(stored, &options, &at).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Whether the table has the typed shape ([`DeltaSink::open_typed`]).

@@ -459,13 +459,13 @@ impl State {
     }
 }
 
-/// Whether a table exists at `location` with a column `name` (how a table
-/// of the JSON shape is told from a typed one). No table: `false`.
-pub(crate) async fn holds_column(location: &Location, name: &str) -> Result<bool, EtlError> {
+/// The schema of the table at `location`, read and nothing made; `None`
+/// when there is no table.
+pub(crate) async fn existing_schema(location: &Location) -> Result<Option<StructType>, EtlError> {
     let shown = &location.shown;
     let fail = |e: DeltaTableError, what: &str| from_delta(e, what, shown);
     if location.url.scheme() == "file" && location.url.to_file_path().is_ok_and(|p| !p.exists()) {
-        return Ok(false);
+        return Ok(None);
     }
     let mut table = DeltaTableBuilder::from_url(location.url.clone())
         .map_err(|e| fail(e, "opening"))?
@@ -476,14 +476,14 @@ pub(crate) async fn holds_column(location: &Location, name: &str) -> Result<bool
         .await
         .map_err(|e| fail(e, "opening"))?
     {
-        return Ok(false);
+        return Ok(None);
     }
     table.load().await.map_err(|e| fail(e, "reading the log"))?;
     let schema = table
         .snapshot()
         .map_err(|e| fail(e, "reading the log"))?
         .schema();
-    Ok(schema.field(name).is_some())
+    Ok(Some(StructType::clone(&schema)))
 }
 
 /// Creates the table at `location`. Another writer creating it at the same

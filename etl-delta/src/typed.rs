@@ -141,7 +141,7 @@ pub(crate) fn table_fields(schema: &Schema, at: usize, stored: Option<&str>) -> 
 }
 
 /// The family's schema as the resource's table holds it, if it does.
-fn stored_schema(fields: &StructType) -> Option<&str> {
+pub(crate) fn stored_schema(fields: &StructType) -> Option<&str> {
     match fields.field(loader::ROW)?.metadata().get(SCHEMA_KEY)? {
         MetadataValue::String(text) => Some(text),
         _ => None,
@@ -334,7 +334,11 @@ impl Typed {
 }
 
 /// Reads the family's stored schema.
-fn read(stored: &str, options: &SchemaOptions, at: &Location) -> Result<Schema, EtlError> {
+pub(crate) fn read(
+    stored: &str,
+    options: &SchemaOptions,
+    at: &Location,
+) -> Result<Schema, EtlError> {
     Schema::from_json(stored, options.clone()).map_err(|e| {
         EtlError::InvalidInput(format!("Delta table {}: its typed schema: {e}", at.shown))
     })

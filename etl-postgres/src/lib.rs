@@ -211,6 +211,21 @@ impl PostgresSink {
         }
     }
 
+    /// The schema of the typed table family `table` in the database at
+    /// `url` (as [`PostgresSink::connect_typed`] stores it in
+    /// [`SCHEMA_TABLE`]), read and nothing made: `None` when the
+    /// database holds none for it (no such table, or one of the JSON
+    /// shape). What `etl schema` prints.
+    pub async fn stored_schema(
+        url: &str,
+        table: &str,
+        options: etl_core::content::typed::SchemaOptions,
+    ) -> Result<Option<etl_core::content::typed::Schema>, EtlError> {
+        let name = TableName::new(table)?;
+        let client = open(url).await?;
+        typed::stored_schema(&client, &name, options).await
+    }
+
     /// Whether the table has the typed shape
     /// ([`PostgresSink::connect_typed`]).
     pub fn is_typed(&self) -> bool {

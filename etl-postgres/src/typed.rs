@@ -270,6 +270,40 @@ impl Typed {
     }
 }
 
+/// The schema stored for `table`, if any, read and nothing made.
+pub(crate) async fn stored_schema(
+    client: &Client,
+    table: &TableName,
+    options: SchemaOptions,
+) -> Result<Option<Schema>, EtlError> {
+    let sql = format!(
+        "SELECT schema FROM {} WHERE table_name = $1",
+        quote(SCHEMA_TABLE)
+    );
+    let exists = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&quote(SCHEMA_TABLE)],
+        )
+        .await
+        .and_then(|row| row.try_get::<_, bool>(0))
+        .map_err(|e| errors::from_pg_plain(&e))?;
+    if !exists {
+        return Ok(None);
+    }
+    let Some(row) = client
+        .query_opt(&sql, &[&table.as_str()])
+        .await
+        .map_err(|e| errors::from_pg_plain(&e))?
+    else {
+        return Ok(None);
+    };
+    let stored: String = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
+    Schema::from_json(&stored, options)
+        .map(Some)
+        .map_err(|e| EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", table.as_str())))
+}
+
 /// How many tables, and columns in each, a schema had.
 struct Shape(Vec<usize>);
 

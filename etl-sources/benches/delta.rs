@@ -17,6 +17,10 @@
 //!   `dlt[deltalake]==1.31.0`; skipped without it);
 //! - `writers`: four processes loading overlapping quarters of the rows
 //!   into one table at once, against one process loading their union;
+//! - `typed`: 100,000 GitHub-issue-like records (about 1 KB: objects three
+//!   levels deep, two lists of objects) in loads of 1,000 into a new table,
+//!   the JSON shape against the typed shape (`DeltaSink::open_typed`: the
+//!   members as columns, two child tables beside the table);
 //! - `scale`: a no-change `launches` run (the release binary under GNU time:
 //!   wall and peak RSS, median of 5) against a table of 12 rows and one of
 //!   1,000,012.
@@ -95,7 +99,7 @@ fn main() {
         .find(|a| !a.starts_with('-'))
         .map(|a| a.split(',').map(String::from).collect())
         .unwrap_or_else(|| {
-            ["throughput", "limit", "dlt", "writers", "scale"]
+            ["throughput", "limit", "dlt", "writers", "typed", "scale"]
                 .map(String::from)
                 .to_vec()
         });
@@ -107,6 +111,7 @@ fn main() {
             "limit" => limit(&rt, &data),
             "dlt" => dlt(&data),
             "writers" => writers(),
+            "typed" => typed(&rt),
             "scale" => scale(&rt),
             other => panic!("unknown section {other}"),
         }
@@ -134,6 +139,47 @@ fn throughput(rt: &tokio::runtime::Runtime, data: &[Row]) {
         println!(
             "| DeltaSink, {ROWS} rows in pages of {page} | all held | {held:.3} s | {:.0} rows/s |",
             ROWS as f64 / held
+        );
+    }
+}
+
+/// The typed shape against the JSON shape: the same issue records, in
+/// loads of 1,000, each into a new table (median of [`RUNS`]).
+fn typed(rt: &tokio::runtime::Runtime) {
+    use etl_benches::Issue;
+    use etl_core::content::typed::SchemaOptions;
+    const LOAD: usize = 1_000;
+    let records = etl_benches::issue_records(ROWS);
+    for typed in [false, true] {
+        let mut times = Vec::new();
+        for _ in 0..RUNS {
+            let dir = tempfile::tempdir().unwrap();
+            let table = dir.path().join("issues");
+            let table = table.to_str().unwrap();
+            let start = Instant::now();
+            let written = rt.block_on(async {
+                let sink = match typed {
+                    true => {
+                        DeltaSink::open_typed::<Issue>(table, "issues", SchemaOptions::default())
+                            .await
+                            .unwrap()
+                    }
+                    false => DeltaSink::open_as::<Issue>(table).await.unwrap(),
+                };
+                let mut written = 0;
+                for chunk in records.chunks(LOAD) {
+                    written += sink.load(chunk).await.unwrap();
+                }
+                written
+            });
+            times.push(start.elapsed().as_secs_f64());
+            assert_eq!(written, ROWS);
+        }
+        let t = median(times);
+        let shape = if typed { "typed" } else { "json" };
+        println!(
+            "| DeltaSink, {ROWS} issues in loads of {LOAD} | shape {shape} | {t:.3} s | {:.0} records/s |",
+            ROWS as f64 / t
         );
     }
 }

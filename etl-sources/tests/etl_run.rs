@@ -1446,6 +1446,45 @@ async fn every_problem_of_an_invalid_file_is_printed_before_any_request() {
     assert_eq!(api.requests(), 0, "no request for an invalid file");
 }
 
+/// `etl schema` of an output with no typed table says so and prints none;
+/// a resource the file lacks is a usage error naming those it has.
+#[tokio::test]
+async fn etl_schema_names_what_it_cannot_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("items.toml");
+    std::fs::write(&path, pipeline("http://127.0.0.1:9", Style::Offset, "")).unwrap();
+    let schema = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("schema")
+            .arg(&path)
+            .args(args)
+            .output()
+    };
+    let out = dir.path().join("items.jsonl");
+    let none = schema(&["--out", out.to_str().unwrap(), "--format", "json"])
+        .await
+        .unwrap();
+    assert_eq!(none.status.code(), Some(0), "{}", text(&none));
+    assert_eq!(
+        String::from_utf8_lossy(&none.stdout).trim(),
+        r#"{"tables":[]}"#
+    );
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("items: no typed table"),
+        "{}",
+        text(&none)
+    );
+    let unknown = schema(&["--out", out.to_str().unwrap(), "--resource", "itms"])
+        .await
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("itms") && stderr.contains("it has items"),
+        "{stderr}"
+    );
+}
+
 /// `shape = "typed"` with `etl run` into PostgreSQL: two processes at once,
 /// then a run after a change upstream adds a member: typed columns, each
 /// record once, the new member's column added, `items_current` typed.
@@ -1524,6 +1563,45 @@ async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_ap
         row.get::<_, i64>(5),
         40,
         "the hinted column is there, all null"
+    );
+
+    // `etl schema` prints what the loads made, as JSON and as text.
+    let schema = |format: &'static str| {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("schema")
+            .arg(dir.path().join("items.toml"))
+            .args(["--out", &pg, "--pg-table", table, "--format", format])
+            .output()
+    };
+    let json_out = schema("json").await.unwrap();
+    assert_eq!(json_out.status.code(), Some(0), "{}", text(&json_out));
+    let doc: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    let tables = doc["tables"].as_array().unwrap();
+    assert_eq!(tables[0]["name"], table);
+    assert_eq!(tables[0]["parent"], Value::Null);
+    let column = |name: &str| {
+        tables[0]["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no column {name}: {doc}"))
+    };
+    assert_eq!(
+        column("owner__login"),
+        json!({"name": "owner__login", "type": "text", "path": "/owner/login", "hint": null})
+    );
+    assert_eq!(column("score")["hint"], "double");
+    let text_out = schema("text").await.unwrap();
+    let printed = String::from_utf8_lossy(&text_out.stdout);
+    assert!(
+        printed.starts_with(&format!("table {table}\n")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("owner__login") && printed.contains("/owner/login"),
+        "{printed}"
     );
     client
         .batch_execute(&format!(

@@ -630,6 +630,36 @@ async fn into_typed_delta_tables_each_parents_chain_reads_from_its_own_cursor() 
     for column in ["body", "id", "updated_at", "_parent__number"] {
         assert!(columns.contains(&column), "{column}: {columns:?}");
     }
+
+    // `etl schema` reads both families from the lake, and one by name.
+    let schema = |resources: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+        command
+            .arg("schema")
+            .arg(dir.path().join("github.toml"))
+            .args([
+                "--out",
+                &format!("delta:{}", lake.display()),
+                "--format",
+                "json",
+            ]);
+        for r in resources {
+            command.args(["--resource", r]);
+        }
+        command.output()
+    };
+    let tables = |output: &Output| -> Vec<String> {
+        assert_eq!(output.status.code(), Some(0), "{}", text(output));
+        let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+        doc["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(tables(&schema(&[]).await.unwrap()), ["issues", "comments"]);
+    assert_eq!(tables(&schema(&["comments"]).await.unwrap()), ["comments"]);
 }
 
 /// The Delta family run of the tests above in `dir`, the file's top level

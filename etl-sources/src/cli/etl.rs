@@ -1,12 +1,14 @@
 //! The `etl` command: `etl run PIPELINE.toml` loads any JSON API that a
 //! pipeline file describes ([`crate::Pipeline`]); `etl demo` runs one
-//! against the bundled dataset, with no network.
+//! against the bundled dataset, with no network; `etl schema` prints the
+//! typed tables an output holds ([`super::schema`]).
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::schema::SchemaArgs;
 use super::{report_error, LogFormat, RunFlags, EXIT_FAILED, EXIT_USAGE};
 use crate::pipeline::{Output, Pipeline};
 use crate::replay::{Replay, ReplayServer};
@@ -33,6 +35,10 @@ pub enum Command {
     /// Run a pipeline file against the bundled Launch Library dataset,
     /// served from 127.0.0.1 (no network); prints the file first.
     Demo(DemoArgs),
+    /// Print the typed tables an output holds for a pipeline file's
+    /// resources: each table's columns, their types, JSON paths and hints,
+    /// and the members kept untyped. Reads only.
+    Schema(SchemaArgs),
 }
 
 /// `etl demo`'s arguments.
@@ -97,18 +103,20 @@ pub struct Flags {
 impl Etl {
     /// The log format the command asks for.
     pub fn log_format(&self) -> LogFormat {
-        self.flags().run.log_format
+        self.flags().map(|f| f.run.log_format).unwrap_or_default()
     }
 
     /// Whether a metrics file is asked for.
     pub fn wants_metrics(&self) -> bool {
-        self.flags().run.metrics_file.is_some()
+        self.flags().is_some_and(|f| f.run.metrics_file.is_some())
     }
 
-    fn flags(&self) -> &Flags {
+    /// The flags of a command that runs a pipeline.
+    fn flags(&self) -> Option<&Flags> {
         match &self.command {
-            Command::Run(run) => &run.flags,
-            Command::Demo(demo) => &demo.flags,
+            Command::Run(run) => Some(&run.flags),
+            Command::Demo(demo) => Some(&demo.flags),
+            Command::Schema(_) => None,
         }
     }
 }
@@ -163,7 +171,11 @@ pub fn demo_file(parent_child: bool, url: &str) -> String {
 /// metrics file are exit 2 before any request. The run itself is
 /// [`Pipeline::run`]; this maps the flags onto it and prints its report.
 pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
-    let flags = args.flags();
+    let (flags, runs) = match &args.command {
+        Command::Run(run) => (&run.flags, Runs::File(run)),
+        Command::Demo(demo) => (&demo.flags, Runs::Demo(demo)),
+        Command::Schema(schema) => return super::schema::run(schema).await,
+    };
     let usage = |message: &str| {
         report_error(flags.run.log_format, EXIT_USAGE, message);
         EXIT_USAGE
@@ -171,9 +183,9 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
     if let Err(code) = super::check_metrics_file(&flags.run) {
         return code;
     }
-    let (pipeline, resources, _server) = match &args.command {
-        Command::Run(run) => (Pipeline::load(&run.pipeline), run.resources.clone(), None),
-        Command::Demo(demo) => match ReplayServer::start(Replay::bundled()).await {
+    let (pipeline, resources, _server) = match runs {
+        Runs::File(run) => (Pipeline::load(&run.pipeline), run.resources.clone(), None),
+        Runs::Demo(demo) => match ReplayServer::start(Replay::bundled()).await {
             Ok(server) => {
                 let text = demo_file(demo.parent_child, server.url().as_str());
                 println!("{text}");
@@ -225,6 +237,12 @@ pub async fn run(args: &Etl, metrics: Option<&PrometheusHandle>) -> u8 {
         super::write_metrics(&flags.run, metrics, code, started);
     }
     code
+}
+
+/// The pipeline a command runs: a file's, or the demo's.
+enum Runs<'a> {
+    File(&'a RunArgs),
+    Demo(&'a DemoArgs),
 }
 
 /// `f` inside the span of `resource`'s log lines when the file holds

@@ -16,6 +16,7 @@ use crate::progress;
 
 pub mod etl;
 mod launches;
+pub mod schema;
 
 pub use launches::{run, Args};
 
@@ -80,12 +81,21 @@ pub const EXIT_REJECTED: u8 = crate::pipeline::EXIT_REJECTED as u8;
 /// Sets up the log on stderr: text (printed above a progress bar, if one
 /// is drawn) or one JSON object a line.
 pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // Delta's kernel logs each snapshot it builds at INFO: a dozen lines a
+    // table a run, of no use to the person running it.
+    let quiet = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::INFO)
+        .with_target("buoyant_kernel", tracing::Level::WARN);
     match format {
         LogFormat::Text => {
             tracing_subscriber::fmt()
                 .with_writer(progress::Stderr)
                 .with_ansi(std::io::stderr().is_terminal())
                 .with_target(false)
+                .finish()
+                .with(quiet)
                 .init();
         }
         LogFormat::Json => {
@@ -95,6 +105,8 @@ pub fn init_logging(format: LogFormat) {
                 // The resource a line is of, where a file's run many.
                 .with_current_span(true)
                 .with_span_list(false)
+                .finish()
+                .with(quiet)
                 .init();
         }
     }

@@ -20,6 +20,17 @@ pub enum TableShape {
     Typed(SchemaOptions),
 }
 
+impl TableShape {
+    /// The typed options of the shape; for the JSON shape, those
+    /// `shape = "typed"` starts from (what reads a stored typed schema).
+    pub fn schema_options(&self) -> SchemaOptions {
+        match self {
+            TableShape::Typed(options) => options.clone(),
+            TableShape::Json => SchemaOptions::postgres(),
+        }
+    }
+}
+
 /// The shapes `shape` takes.
 const SHAPES: &[&str] = &["json", "typed"];
 

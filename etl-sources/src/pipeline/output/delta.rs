@@ -1,5 +1,6 @@
 //! A Delta table; its rejects go to the table `<location>_rejects`.
 
+use etl_core::content::typed::Schema;
 use etl_core::{EtlError, Record};
 use etl_delta::DeltaSink;
 use futures_util::FutureExt;
@@ -19,11 +20,7 @@ impl Store for DeltaSink {
         location: &str,
         target: Target<'_>,
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
-        let location = if target.many {
-            format!("{}/{}", location.trim_end_matches('/'), target.resource)
-        } else {
-            location.to_owned()
-        };
+        let location = place(location, &target);
         let (name, shape) = (target.resource.to_owned(), target.shape.clone());
         async move {
             match shape {
@@ -45,11 +42,31 @@ impl Store for DeltaSink {
         self.newest_by_member(member).boxed()
     }
 
+    /// The schema in the field metadata of the resource's table.
+    fn stored_schema(
+        location: &str,
+        target: Target<'_>,
+    ) -> impl Future<Output = Result<Option<Schema>, EtlError>> + Send {
+        let location = place(location, &target);
+        let options = target.shape.schema_options();
+        async move { DeltaSink::stored_schema(&location, options).await }
+    }
+
     fn describe(&self) -> Result<Described, EtlError> {
         Ok(Described {
             rows: format!("Delta table {}", self.location()),
             held: None,
             rejects: format!("Delta table {}", self.rejects_location()),
         })
+    }
+}
+
+/// Where `target`'s table is: `location`, or with many resources
+/// `location/<resource>`.
+fn place(location: &str, target: &Target<'_>) -> String {
+    if target.many {
+        format!("{}/{}", location.trim_end_matches('/'), target.resource)
+    } else {
+        location.to_owned()
     }
 }

@@ -4,6 +4,7 @@
 //! rows a run meets again; a child resource's chains get their cursors
 //! from the rows' `_parent`.
 
+use etl_core::content::typed::Schema;
 use etl_core::{EtlError, IdempotentSink, Record, RejectSink, Sink};
 use futures_util::FutureExt;
 use std::fmt;
@@ -11,8 +12,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::{
-    CursorFuture, Described, Destination, ParentCursorsFuture, StoredUpdatedAt, Table, TableFuture,
-    Target,
+    CursorFuture, Described, Destination, ParentCursorsFuture, SchemaFuture, StoredUpdatedAt,
+    Table, TableFuture, Target,
 };
 use crate::rest::PARENT_MEMBER;
 
@@ -40,6 +41,13 @@ pub(super) trait Store: RejectSink + fmt::Debug + Sized + 'static {
 
     /// Where its rows and rejects go, in words.
     fn describe(&self) -> Result<Described, EtlError>;
+
+    /// The typed schema of `target`'s table at `place`, read and nothing
+    /// made ([`Destination::schema`]).
+    fn stored_schema(
+        place: &str,
+        target: Target<'_>,
+    ) -> impl Future<Output = Result<Option<Schema>, EtlError>> + Send;
 }
 
 /// A keyed kind as `--out` names it: `place`, each resource's table in it.
@@ -80,6 +88,10 @@ where
             Ok(Box::new(keyed) as Box<dyn Table<T>>)
         }
         .boxed()
+    }
+
+    fn schema<'a>(&'a self, target: Target<'a>) -> SchemaFuture<'a> {
+        S::stored_schema(&self.place, target).boxed()
     }
 }
 

@@ -5,6 +5,7 @@
 //! table) and [`Table`] (how it writes, keeps rejects and answers the
 //! cursor); [`Output::parse`] is the one place a kind is chosen.
 
+use etl_core::content::typed::Schema;
 use etl_core::{EtlError, Record, RejectSink, Row, Sink};
 use futures_util::future::BoxFuture;
 use std::borrow::Cow;
@@ -36,6 +37,9 @@ pub type ParentCursorsFuture<'a> = BoxFuture<'a, Result<Vec<(String, String)>, E
 
 /// What [`Destination::open`] answers.
 pub type TableFuture<'a, T> = BoxFuture<'a, Result<Box<dyn Table<T>>, EtlError>>;
+
+/// What [`Destination::schema`] answers.
+pub type SchemaFuture<'a> = BoxFuture<'a, Result<Option<Schema>, EtlError>>;
 
 /// One resource's output, opened: where its rows of type `T` and their
 /// rejects go, each once.
@@ -178,6 +182,16 @@ pub trait Destination<T: Record>: Send + Sync + fmt::Debug {
     /// a name it cannot take) is [`EtlError::InvalidInput`]: the run
     /// stops before any request.
     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T>;
+
+    /// The schema of `target`'s typed table family as the output holds it
+    /// (its tables, columns, types, paths and hints), read and nothing
+    /// made; `None` where there is none (no typed table there, or an
+    /// output of no tables, as a JSONL file). What `etl schema` prints.
+    /// By default `None`.
+    fn schema<'a>(&'a self, target: Target<'a>) -> SchemaFuture<'a> {
+        let _ = target;
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
 /// The kinds `--out` names open tables of both row types the crate's
@@ -302,21 +316,43 @@ where
                 }
             }
         }
-        let target = Target {
-            table: self.table.as_deref().unwrap_or(target.table),
-            rejects: self.rejects.as_deref().or(target.rejects),
-            ..target
-        };
+        let target = self.given(target);
         Box::pin(async move {
             <dyn Kind as Destination<T>>::open(&*self.kind, target)
                 .await
-                .map_err(|e| match e {
-                    EtlError::InvalidInput(m) => {
-                        EtlError::InvalidInput(format!("--out {}: {m}", self.text))
-                    }
-                    e => e,
-                })
+                .map_err(|e| self.named(e))
         })
+    }
+
+    fn schema<'a>(&'a self, target: Target<'a>) -> SchemaFuture<'a> {
+        let target = self.given(target);
+        Box::pin(async move {
+            <dyn Kind as Destination<T>>::schema(&*self.kind, target)
+                .await
+                .map_err(|e| self.named(e))
+        })
+    }
+}
+
+impl Output {
+    /// `target` with the table name and rejects place given for this
+    /// output in place of its own.
+    fn given<'a>(&'a self, target: Target<'a>) -> Target<'a> {
+        Target {
+            table: self.table.as_deref().unwrap_or(target.table),
+            rejects: self.rejects.as_deref().or(target.rejects),
+            ..target
+        }
+    }
+
+    /// `e` with an invalid output named as `--out` gave it.
+    fn named(&self, e: EtlError) -> EtlError {
+        match e {
+            EtlError::InvalidInput(m) => {
+                EtlError::InvalidInput(format!("--out {}: {m}", self.text))
+            }
+            e => e,
+        }
     }
 }
 

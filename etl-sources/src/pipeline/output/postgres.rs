@@ -1,5 +1,6 @@
 //! A PostgreSQL table; its rejects go to `<table>_rejects`.
 
+use etl_core::content::typed::Schema;
 use etl_core::{EtlError, Record};
 use etl_postgres::PostgresSink;
 use futures_util::FutureExt;
@@ -40,6 +41,16 @@ impl Store for PostgresSink {
     /// One grouped read of the rows that hold `member`.
     fn newest_by<'a>(&'a self, member: &'a str) -> ParentCursorsFuture<'a> {
         self.newest_by_member(member).boxed()
+    }
+
+    /// The family's row of `_etl_schema`.
+    fn stored_schema(
+        url: &str,
+        target: Target<'_>,
+    ) -> impl Future<Output = Result<Option<Schema>, EtlError>> + Send {
+        let (url, table) = (url.to_owned(), target.table.to_owned());
+        let options = target.shape.schema_options();
+        async move { PostgresSink::stored_schema(&url, &table, options).await }
     }
 
     fn describe(&self) -> Result<Described, EtlError> {
