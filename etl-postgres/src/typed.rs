@@ -108,21 +108,43 @@ impl Typed {
         })
         .await?;
         let made = table::locked(client, table, async {
-            let inserted = client
+            // The table decides: one that is gone (never made, or dropped
+            // by hand) is made on a fresh schema, whatever row is left.
+            let gone: bool = client
+                .query_one("SELECT to_regclass($1) IS NULL", &[&table.quoted()])
+                .await?
+                .try_get(0)?;
+            if !gone {
+                let row = client
+                    .query_opt(
+                        &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
+                        &[&table.as_str()],
+                    )
+                    .await?;
+                return Ok(row.map(|_| false));
+            }
+            client
                 .execute(
                     &format!(
-                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) \
+                         ON CONFLICT (table_name) DO UPDATE SET schema = EXCLUDED.schema, changed_at = now()",
                         quote(SCHEMA_TABLE)
                     ),
                     &[&table.as_str(), &fresh_text],
                 )
                 .await?;
-            if inserted == 1 {
-                client.batch_execute(&create_sql(&fresh, 0)).await?;
-            }
-            Ok(inserted == 1)
+            client.batch_execute(&create_sql(&fresh, 0)).await?;
+            Ok(Some(true))
         })
         .await?;
+        // A table with no schema row (deleted by hand): its columns' types
+        // are not known, and a guess could change one.
+        let made = made.ok_or_else(|| {
+            EtlError::InvalidInput(format!(
+                "typed table {:?} has no row in {SCHEMA_TABLE} (deleted?): restore it, or drop the table and its child tables to start again",
+                table.as_str()
+            ))
+        })?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
         let state = State {

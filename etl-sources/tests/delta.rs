@@ -87,16 +87,18 @@ struct Read {
     ids: usize,
 }
 
-/// Read with the package's own query engine (`QueryBuilder`), every row.
+/// Read with the package's own query engine (`QueryBuilder`), every row,
+/// of a table in either shape (typed: `_etl_key` and `_etl_row`).
 const READ: &str = r#"
 import json, sys
 from deltalake import DeltaTable, QueryBuilder
 dt = DeltaTable(sys.argv[1])
 columns = [f.name for f in dt.schema().fields]
+typed = "_etl_key" in columns
 t = QueryBuilder().register("t", dt).execute("select * from t").read_all()
-keys = t.column("content_key").to_pylist()
+keys = t.column("_etl_key" if typed else "content_key").to_pylist()
 ids = t.column(columns[1]).to_pylist()
-for doc in t.column("row").to_pylist():
+for doc in t.column("_etl_row" if typed else "row").to_pylist():
     assert isinstance(json.loads(doc), dict), doc
 print(json.dumps({"rows": len(keys), "distinct": len(set(keys)), "version": dt.version(),
                   "columns": columns, "ids": len(set(ids))}))
@@ -289,8 +291,21 @@ async fn etl_demo_loads_records_into_a_delta_table() {
         "{}",
         stdout(&output)
     );
+    // A pipeline file's new table is typed: the launches' members are
+    // columns beside the record.
     let read = assert_each_once(&table, 12);
-    assert_eq!(read.columns[1], "record_id");
+    assert_eq!(read.columns[1], "_etl_id");
+    for column in [
+        "name",
+        "rocket__configuration__full_name",
+        "pad__location__name",
+    ] {
+        assert!(
+            read.columns.iter().any(|c| c == column),
+            "{column}: {:?}",
+            read.columns
+        );
+    }
     let again = finish(&mut command).await;
     assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
 }

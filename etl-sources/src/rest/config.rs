@@ -209,8 +209,8 @@ pub struct Resource {
     /// Whether its records are written (`load`, default `true`); `false`:
     /// read only to feed its children.
     pub load: bool,
-    /// The shape of its table in a database (`shape`, `[columns]`,
-    /// `[schema]`; [`TableShape::Json`] unless `shape = "typed"`).
+    /// The shape of a new table of it in a database (`shape`, `[columns]`,
+    /// `[schema]`; [`TableShape::Typed`] unless `shape = "json"`).
     pub shape: TableShape,
     /// The run's rate limit (`rate_limit`, top level only, so the same in
     /// every resource of a file): at most N requests in any window, across

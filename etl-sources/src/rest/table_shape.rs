@@ -9,14 +9,17 @@ use etl_core::content::typed::{loader, ColumnType, Contract, SchemaOptions};
 use super::error::{closest, ConfigError, Locator, Problems};
 use super::keys::{Keys, Table};
 
-/// The shape of a resource's table in PostgreSQL.
+/// The shape of a resource's table in a database output (PostgreSQL,
+/// Delta). A table that exists keeps the shape it was made in, whatever
+/// this says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TableShape {
     /// One JSON column `row` beside the key, id and times (`shape =
     /// "json"`, and every table made before typed tables).
     Json,
-    /// Each member a typed column, each list a child table
-    /// (`shape = "typed"`), as these options say.
+    /// Each member a typed column, each list a child table, as these
+    /// options say: a new table's shape unless the file says
+    /// `shape = "json"`.
     Typed(SchemaOptions),
 }
 
@@ -39,7 +42,7 @@ fn type_names() -> Vec<&'static str> {
     ColumnType::ALL.iter().map(|t| t.as_str()).collect()
 }
 
-/// The table shape the keys say: `json` unless `shape = "typed"`;
+/// The table shape the keys say: `typed` unless `shape = "json"`;
 /// `[columns]` and `[schema]` shape a typed table. Every problem is named
 /// with its line, all at once.
 pub(crate) fn table_shape(
@@ -50,7 +53,9 @@ pub(crate) fn table_shape(
 ) -> Result<TableShape, ConfigError> {
     let mut problems = Problems::default();
     let typed = match shape {
-        None => false,
+        // A new table is typed; one made in the JSON shape keeps it (the
+        // outputs tell the shapes apart by its columns).
+        None => true,
         Some(s) if SHAPES.contains(&s.get_ref().as_str()) => s.get_ref() == "typed",
         Some(s) => {
             let hint = closest(s.get_ref(), SHAPES)
@@ -77,14 +82,14 @@ pub(crate) fn table_shape(
         }
     }
     // A misspelt shape is named already.
-    if !typed && shape.is_none_or(|s| s.get_ref() == "json") {
+    if shape.is_some_and(|s| s.get_ref() == "json") {
         let own = columns
             .map(Spanned::span)
             .or_else(|| schema.map(Spanned::span));
         if let Some(span) = own {
             problems.take(Err::<(), _>(at.at(
                 span,
-                "`[columns]` and `[schema]` shape a typed table: add `shape = \"typed\"`",
+                "`[columns]` and `[schema]` shape a typed table, and `shape = \"json\"` asks for the JSON shape",
             )));
         }
     }

@@ -1,5 +1,5 @@
 use super::*;
-use etl_core::content::typed::{ColumnType, Contract};
+use etl_core::content::typed::{ColumnType, Contract, SchemaOptions};
 use reqwest::header::HeaderMap;
 
 const BASE: &str = r#"name = "items"
@@ -642,9 +642,17 @@ fn the_known_keys_are_the_file_struct_s_fields() {
 }
 
 #[test]
-fn a_table_is_json_unless_typed_and_typed_takes_hints_and_a_schema() {
-    assert_eq!(parse("").unwrap().shape, TableShape::Json);
+fn a_table_is_typed_unless_json_and_typed_takes_hints_and_a_schema() {
+    assert_eq!(
+        parse("").unwrap().shape,
+        TableShape::Typed(SchemaOptions::postgres())
+    );
     assert_eq!(parse("shape = \"json\"\n").unwrap().shape, TableShape::Json);
+    let hinted = parse("[columns]\nprice = \"double\"\n").unwrap();
+    assert!(
+        matches!(hinted.shape, TableShape::Typed(_)),
+        "hints alone: typed"
+    );
     let p = parse(
         "shape = \"typed\"\n[columns]\nprice = \"double\"\npayload = \"json\"\n[schema]\ncontract = \"freeze\"\nmax_nesting = 2\n",
     )
@@ -679,12 +687,15 @@ fn shape_mistakes_are_named_all_at_once_with_what_was_meant() {
         e.contains("`schema.contract` is \"freze\"") && e.contains("did you mean `freeze`?"),
         "{e}"
     );
-    assert!(!e.contains("add `shape"), "{e}");
+    assert!(!e.contains("asks for the JSON shape"), "{e}");
     let e = error("shape = \"typed\"\n[schema]\nmax_nestin = 2\n");
     assert!(
         e.contains("`schema.max_nestin`") && e.contains("did you mean `max_nesting`?"),
         "{e}"
     );
-    let e = error("[columns]\nprice = \"double\"\n");
-    assert!(e.contains("add `shape = \"typed\"`"), "{e}");
+    let e = error("shape = \"json\"\n[columns]\nprice = \"double\"\n");
+    assert!(
+        e.contains("`shape = \"json\"` asks for the JSON shape"),
+        "{e}"
+    );
 }
