@@ -400,19 +400,24 @@ impl CanonicalSink for DeltaSink {
         let loaded_at = micros(SystemTime::now());
         let schema = self.rows.columns().arrow_schema();
         self.rows
-            .append(&keys, self.rows.columns().fields(), |fresh| {
-                let each = || fresh.iter().map(|&i| (&encoded[i], i));
-                batch(
-                    schema.clone(),
-                    vec![
-                        text(each().map(|(c, _)| Some(c.key.as_str()))),
-                        text(each().map(|(_, i)| ids[i].as_deref())),
-                        times(each().map(|(_, i)| updated[i])),
-                        times(each().map(|_| loaded_at)),
-                        text(each().map(|(c, _)| Some(c.json.as_str()))),
-                    ],
-                )
-            })
+            .append(
+                &keys,
+                self.rows.columns().fields(),
+                |fresh| {
+                    let each = || fresh.iter().map(|&i| (&encoded[i], i));
+                    batch(
+                        schema.clone(),
+                        vec![
+                            text(each().map(|(c, _)| Some(c.key.as_str()))),
+                            text(each().map(|(_, i)| ids[i].as_deref())),
+                            times(each().map(|(_, i)| updated[i])),
+                            times(each().map(|_| loaded_at)),
+                            text(each().map(|(c, _)| Some(c.json.as_str()))),
+                        ],
+                    )
+                },
+                None,
+            )
             .await
     }
 }
@@ -428,19 +433,24 @@ impl RejectSink for DeltaSink {
         let at = micros(SystemTime::now());
         let schema = table.columns().arrow_schema();
         let kept = table
-            .append(&keys, table.columns().fields(), |fresh| {
-                let each = || fresh.iter().map(|&i| (&rejects[i], i));
-                batch(
-                    schema.clone(),
-                    vec![
-                        text(each().map(|(_, i)| Some(keys[i].as_str()))),
-                        text(each().map(|(r, _)| Some(r.raw.get()))),
-                        text(each().map(|(r, _)| Some(r.error.as_str()))),
-                        text(each().map(|(r, _)| Some(r.source.as_str()))),
-                        times(each().map(|_| at)),
-                    ],
-                )
-            })
+            .append(
+                &keys,
+                table.columns().fields(),
+                |fresh| {
+                    let each = || fresh.iter().map(|&i| (&rejects[i], i));
+                    batch(
+                        schema.clone(),
+                        vec![
+                            text(each().map(|(_, i)| Some(keys[i].as_str()))),
+                            text(each().map(|(r, _)| Some(r.raw.get()))),
+                            text(each().map(|(r, _)| Some(r.error.as_str()))),
+                            text(each().map(|(r, _)| Some(r.source.as_str()))),
+                            times(each().map(|_| at)),
+                        ],
+                    )
+                },
+                None,
+            )
             .await?;
         #[cfg(feature = "metrics")]
         etl_core::metrics::rejects_kept(kept as u64);

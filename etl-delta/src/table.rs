@@ -149,11 +149,17 @@ impl KeyedTable {
     /// it wrote. `build` makes the batch of the entries at the indexes it
     /// is given, of the columns `fields` (those the table lacks are added
     /// by the same commit). `Ok` only once the commit is in the log.
+    ///
+    /// `fresh_at`: the version at which the caller found every entry new
+    /// and distinct ([`KeyedTable::fresh`]): while the table is still at
+    /// it, they are not looked up again (a commit that loses a race looks
+    /// them up against the winners' files).
     pub async fn append(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, deltalake::arrow::error::ArrowError>,
+        mut fresh_at: Option<Version>,
     ) -> Result<usize, EtlError> {
         let shown = self.shown();
         let key = self.columns.key();
@@ -165,15 +171,10 @@ impl KeyedTable {
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
-            let held = match state.index.held(&store, keys, key, shown).await {
-                Ok(held) => held,
-                // A file compacted away and vacuumed since: look again.
-                Err(_) => {
-                    state.refresh(&self.columns, shown).await?;
-                    state.index.held(&store, keys, key, shown).await?
-                }
+            let fresh = match fresh_at.take() {
+                Some(version) if version == state.version => (0..keys.len()).collect(),
+                _ => state.fresh(&self.columns, keys, shown).await?,
             };
-            let fresh = first_unheld(keys, &held);
             if fresh.is_empty() {
                 discard(&store, staged.take()).await;
                 return Ok(0);
@@ -232,21 +233,12 @@ impl KeyedTable {
         )))
     }
 
-    /// Which of the entries with `keys` the table does not hold: the index
-    /// of the first of each key, in order.
-    pub async fn fresh(&self, keys: &[String]) -> Result<Vec<usize>, EtlError> {
-        let shown = self.shown();
-        let key = self.columns.key();
+    /// Which of the entries with `keys` the table does not hold (the index
+    /// of the first of each key, in order), and the version it was at.
+    pub async fn fresh(&self, keys: &[String]) -> Result<(Version, Vec<usize>), EtlError> {
         let mut state = self.state.lock().await;
-        let store = state.table.object_store();
-        let held = match state.index.held(&store, keys, key, shown).await {
-            Ok(held) => held,
-            Err(_) => {
-                state.refresh(&self.columns, shown).await?;
-                state.index.held(&store, keys, key, shown).await?
-            }
-        };
-        Ok(first_unheld(keys, &held))
+        let fresh = state.fresh(&self.columns, keys, self.shown()).await?;
+        Ok((state.version, fresh))
     }
 
     /// The table's schema as this writer last read or wrote it.
@@ -305,6 +297,26 @@ impl KeyedTable {
 }
 
 impl State {
+    /// The index of the first of each of `keys` the table does not hold,
+    /// as this writer knows the table.
+    async fn fresh(
+        &mut self,
+        columns: &Columns,
+        keys: &[String],
+        shown: &str,
+    ) -> Result<Vec<usize>, EtlError> {
+        let store = self.table.object_store();
+        let held = match self.index.held(&store, keys, columns.key(), shown).await {
+            Ok(held) => held,
+            // A file compacted away and vacuumed since: look again.
+            Err(_) => {
+                self.refresh(columns, shown).await?;
+                self.index.held(&store, keys, columns.key(), shown).await?
+            }
+        };
+        Ok(first_unheld(keys, &held))
+    }
+
     /// Reads the log's new commits, then the new files' key filters.
     async fn refresh(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
         self.table

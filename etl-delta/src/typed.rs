@@ -214,7 +214,7 @@ impl Typed {
         encoded: &[KeyedJson],
     ) -> Result<(usize, Vec<Reject>), EtlError> {
         let keys: Vec<String> = encoded.iter().map(|c| c.key.clone()).collect();
-        let fresh = root.fresh(&keys).await?;
+        let (at_version, fresh) = root.fresh(&keys).await?;
         if fresh.is_empty() {
             return Ok((0, Vec::new()));
         }
@@ -232,7 +232,7 @@ impl Typed {
                 continue;
             }
             let child = self.child(&mut state, at).await?;
-            append(child, part).await?;
+            append(child, part, None).await?;
         }
         let new = match batch.tables() {
             0 => 0,
@@ -240,7 +240,8 @@ impl Typed {
                 let part = batch
                     .finish(0, &state.schema, loaded_at)
                     .map_err(|e| from_arrow(e, shown))?;
-                append(root, part).await?
+                // Every row is of a record new at `at_version`.
+                append(root, part, Some(at_version)).await?
             }
         };
         state.exists = true;
@@ -344,15 +345,20 @@ pub(crate) fn read(
     })
 }
 
-/// Appends the rows of `part` that `table` lacks.
-async fn append(table: &KeyedTable, part: TableBatch) -> Result<usize, EtlError> {
+/// Appends the rows of `part` that `table` lacks (`fresh_at`: as
+/// [`KeyedTable::append`] takes it).
+async fn append(
+    table: &KeyedTable,
+    part: TableBatch,
+    fresh_at: Option<deltalake::kernel::Version>,
+) -> Result<usize, EtlError> {
     let TableBatch {
         keys,
         fields,
         batch,
     } = part;
     table
-        .append(&keys, &fields, |fresh| rows_at(&batch, fresh))
+        .append(&keys, &fields, |fresh| rows_at(&batch, fresh), fresh_at)
         .await
 }
 
