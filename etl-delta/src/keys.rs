@@ -53,6 +53,8 @@ struct FileKeys {
     /// One filter per row group (`Some(i)`), or one for the whole file
     /// (`None`: a file this process wrote, whose keys it knew).
     groups: Vec<(Option<usize>, Sbbf)>,
+    /// Whether this writer wrote it.
+    own: bool,
 }
 
 /// The keys of a table's live files, as bloom filters.
@@ -131,23 +133,32 @@ impl KeyIndex {
             FileKeys {
                 size: file.size,
                 groups: vec![(None, filter)],
+                own: true,
             },
         );
     }
 
     /// For each of `keys`, whether the table holds it: the filters first,
-    /// then the key column of each row group a filter may hold it in.
+    /// then the key column of each row group a filter may hold it in. With
+    /// `others_only`, only the files other writers wrote are looked in (the
+    /// caller knows this writer never wrote any of `keys`).
     pub async fn held(
         &self,
         store: &Arc<dyn ObjectStore>,
         keys: &[String],
         key: &str,
         location: &str,
+        others_only: bool,
     ) -> Result<Vec<bool>, EtlError> {
         // (file, row group) -> the keys to look for there.
         let mut probes: HashMap<(&Path, Option<usize>), Vec<usize>> = HashMap::new();
+        let files: Vec<(&Path, &FileKeys)> = self
+            .files
+            .iter()
+            .filter(|(_, file)| !(others_only && file.own))
+            .collect();
         for (i, k) in keys.iter().enumerate() {
-            for (path, file) in &self.files {
+            for &(path, file) in &files {
                 for (group, filter) in &file.groups {
                     if filter.check(k.as_str()) {
                         probes.entry((path, *group)).or_default().push(i);
@@ -244,6 +255,7 @@ async fn read_filters(
     Ok(FileKeys {
         size: file.size,
         groups,
+        own: false,
     })
 }
 

@@ -416,7 +416,7 @@ impl CanonicalSink for DeltaSink {
                         ],
                     )
                 },
-                None,
+                table::Known::Nothing,
             )
             .await
     }
@@ -449,7 +449,7 @@ impl RejectSink for DeltaSink {
                         ],
                     )
                 },
-                None,
+                table::Known::Nothing,
             )
             .await?;
         #[cfg(feature = "metrics")]

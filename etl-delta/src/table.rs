@@ -41,6 +41,23 @@ use crate::log;
 /// writers of a table, so that any two appends racing conflict.
 pub(crate) const APP_ID: &str = "etl-delta";
 
+/// What the caller of [`KeyedTable::append`] knows of its entries, so
+/// that they need not all be looked up in the table's files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// Nothing: every entry is looked up.
+    Nothing,
+    /// Every entry is distinct and was new at this version
+    /// ([`KeyedTable::fresh`]): while the table is still at it, none is
+    /// looked up again (a commit that loses a race looks them up against
+    /// the winners' files).
+    NewAt(Version),
+    /// This writer never wrote any of them (the child rows of records it
+    /// found new, and did not write before): only other writers' files
+    /// are looked in.
+    NeverWritten,
+}
+
 /// How many races one append may lose before it gives up with a transient
 /// error (the caller's retry policy then decides): each loss means another
 /// writer's commit went in, so the table as a whole moves on.
@@ -150,17 +167,20 @@ impl KeyedTable {
     /// is given, of the columns `fields` (those the table lacks are added
     /// by the same commit). `Ok` only once the commit is in the log.
     ///
-    /// `fresh_at`: the version at which the caller found every entry new
-    /// and distinct ([`KeyedTable::fresh`]): while the table is still at
-    /// it, they are not looked up again (a commit that loses a race looks
-    /// them up against the winners' files).
+    /// `known` is what the caller knows of the entries, so that they need
+    /// not all be looked up ([`Known`]).
     pub async fn append(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, deltalake::arrow::error::ArrowError>,
-        mut fresh_at: Option<Version>,
+        known: Known,
     ) -> Result<usize, EtlError> {
+        let mut new_at = match known {
+            Known::NewAt(version) => Some(version),
+            _ => None,
+        };
+        let others_only = matches!(known, Known::NeverWritten);
         let shown = self.shown();
         let key = self.columns.key();
         let mut state = self.state.lock().await;
@@ -171,9 +191,9 @@ impl KeyedTable {
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
-            let fresh = match fresh_at.take() {
+            let fresh = match new_at.take() {
                 Some(version) if version == state.version => (0..keys.len()).collect(),
-                _ => state.fresh(&self.columns, keys, shown).await?,
+                _ => state.fresh(&self.columns, keys, shown, others_only).await?,
             };
             if fresh.is_empty() {
                 discard(&store, staged.take()).await;
@@ -237,7 +257,9 @@ impl KeyedTable {
     /// of the first of each key, in order), and the version it was at.
     pub async fn fresh(&self, keys: &[String]) -> Result<(Version, Vec<usize>), EtlError> {
         let mut state = self.state.lock().await;
-        let fresh = state.fresh(&self.columns, keys, self.shown()).await?;
+        let fresh = state
+            .fresh(&self.columns, keys, self.shown(), false)
+            .await?;
         Ok((state.version, fresh))
     }
 
@@ -298,20 +320,25 @@ impl KeyedTable {
 
 impl State {
     /// The index of the first of each of `keys` the table does not hold,
-    /// as this writer knows the table.
+    /// as this writer knows the table (`others_only`: as
+    /// [`KeyIndex::held`] takes it).
     async fn fresh(
         &mut self,
         columns: &Columns,
         keys: &[String],
         shown: &str,
+        others_only: bool,
     ) -> Result<Vec<usize>, EtlError> {
         let store = self.table.object_store();
-        let held = match self.index.held(&store, keys, columns.key(), shown).await {
+        let key = columns.key();
+        let held = match self.index.held(&store, keys, key, shown, others_only).await {
             Ok(held) => held,
             // A file compacted away and vacuumed since: look again.
             Err(_) => {
                 self.refresh(columns, shown).await?;
-                self.index.held(&store, keys, columns.key(), shown).await?
+                self.index
+                    .held(&store, keys, key, shown, others_only)
+                    .await?
             }
         };
         Ok(first_unheld(keys, &held))

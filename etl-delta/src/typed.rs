@@ -24,6 +24,7 @@ use etl_core::content::typed::{
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
 use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashSet;
 use std::time::SystemTime;
 use tokio::sync::Mutex;
 
@@ -31,7 +32,7 @@ use crate::builders::{Builders, TableBatch};
 use crate::columns::{micros, Columns};
 use crate::errors::from_arrow;
 use crate::location::Location;
-use crate::table::KeyedTable;
+use crate::table::{KeyedTable, Known};
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
 /// the family's schema.
@@ -74,6 +75,10 @@ struct State {
     /// The child tables opened so far, by name (a schema read again may
     /// list its tables in another order).
     children: HashMap<String, KeyedTable>,
+    /// Records of loads that failed after their child rows may have been
+    /// committed: their child rows are looked up in this writer's own files
+    /// too when they come again.
+    unfinished: HashSet<String>,
 }
 
 /// The Delta type of a column of type `t`.
@@ -190,6 +195,7 @@ impl Typed {
             schema,
             exists: crate::count(root).await? > 0,
             children: HashMap::new(),
+            unfinished: HashSet::new(),
         };
         Ok(Typed {
             at,
@@ -213,13 +219,54 @@ impl Typed {
         rows: &[T],
         encoded: &[KeyedJson],
     ) -> Result<(usize, Vec<Reject>), EtlError> {
+        // Under the family's lock from the look-up on: what it finds new is
+        // new to every load of this process, whose child rows it writes.
+        let mut state = self.state.lock().await;
         let keys: Vec<String> = encoded.iter().map(|c| c.key.clone()).collect();
         let (at_version, fresh) = root.fresh(&keys).await?;
         if fresh.is_empty() {
             return Ok((0, Vec::new()));
         }
-        let mut state = self.state.lock().await;
-        let (mut batch, refused) = self.grow(root, &mut state, rows, encoded, &fresh).await?;
+        let (batch, refused) = self.grow(root, &mut state, rows, encoded, &fresh).await?;
+        let records: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
+        // This writer wrote no child row of a record it finds new, unless a
+        // load of it failed after its child rows were in: only other
+        // writers' files (a killed run's, a concurrent one's) are looked in.
+        let children = match records.iter().any(|k| state.unfinished.contains(*k)) {
+            true => Known::Nothing,
+            false => Known::NeverWritten,
+        };
+        match self
+            .commit(root, &mut state, batch, (at_version, children))
+            .await
+        {
+            Ok(new) => {
+                for k in &records {
+                    state.unfinished.remove(*k);
+                }
+                state.exists = true;
+                state.schema.set_exists();
+                Ok((new, refused))
+            }
+            Err(e) => {
+                state
+                    .unfinished
+                    .extend(records.iter().map(|k| k.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits a load's rows: the child tables' first, then the resource's
+    /// (`known`: the version its records were found new at, and what is
+    /// known of their child rows). Returns how many records were new.
+    async fn commit(
+        &self,
+        root: &KeyedTable,
+        state: &mut State,
+        mut batch: Builders,
+        (at_version, children): (deltalake::kernel::Version, Known),
+    ) -> Result<usize, EtlError> {
         let loaded_at = micros(SystemTime::now()).unwrap_or(0);
         let shown = &self.at.shown;
         // The deepest tables first: a row is only ever committed after
@@ -231,22 +278,19 @@ impl Typed {
             if part.keys.is_empty() {
                 continue;
             }
-            let child = self.child(&mut state, at).await?;
-            append(child, part, None).await?;
+            let child = self.child(state, at).await?;
+            append(child, part, children).await?;
         }
-        let new = match batch.tables() {
-            0 => 0,
+        match batch.tables() {
+            0 => Ok(0),
             _ => {
                 let part = batch
                     .finish(0, &state.schema, loaded_at)
                     .map_err(|e| from_arrow(e, shown))?;
                 // Every row is of a record new at `at_version`.
-                append(root, part, Some(at_version)).await?
+                append(root, part, Known::NewAt(at_version)).await
             }
-        };
-        state.exists = true;
-        state.schema.set_exists();
-        Ok((new, refused))
+        }
     }
 
     /// Makes the batch's rows, and commits the schema they grow to the
@@ -345,20 +389,16 @@ pub(crate) fn read(
     })
 }
 
-/// Appends the rows of `part` that `table` lacks (`fresh_at`: as
+/// Appends the rows of `part` that `table` lacks (`known`: as
 /// [`KeyedTable::append`] takes it).
-async fn append(
-    table: &KeyedTable,
-    part: TableBatch,
-    fresh_at: Option<deltalake::kernel::Version>,
-) -> Result<usize, EtlError> {
+async fn append(table: &KeyedTable, part: TableBatch, known: Known) -> Result<usize, EtlError> {
     let TableBatch {
         keys,
         fields,
         batch,
     } = part;
     table
-        .append(&keys, &fields, |fresh| rows_at(&batch, fresh), fresh_at)
+        .append(&keys, &fields, |fresh| rows_at(&batch, fresh), known)
         .await
 }
 
