@@ -165,6 +165,53 @@ fn typed_postgres(c: &mut Criterion) {
     }
     group.finish();
     rt.block_on(admin.batch_execute(&drop)).unwrap();
+    dlt_postgres(&url, &records);
+}
+
+/// dlt 1.31 loading the same records into the same server, in pages of
+/// 1,000 (its normaliser makes columns and child tables as a typed table
+/// does), when `ETL_BENCH_DLT_PYTHON` names a Python with
+/// `dlt[postgres]==1.31.0`: three runs, each into a new schema, their
+/// median. Not criterion: a whole process's load, beside the group above.
+fn dlt_postgres(url: &str, records: &[Issue]) {
+    let Ok(python) = std::env::var("ETL_BENCH_DLT_PYTHON") else {
+        eprintln!("typed_postgres: dlt skipped (set ETL_BENCH_DLT_PYTHON to a Python with dlt[postgres]==1.31.0)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("issues.json");
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    std::fs::write(&input, format!("[{}]", texts.join(","))).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/dlt_postgres.py");
+    let mut times: Vec<f64> = (0..3)
+        .map(|run| {
+            let drop = std::process::Command::new("psql")
+                .args([url, "-qc", "DROP SCHEMA IF EXISTS dlt_bench CASCADE; DROP SCHEMA IF EXISTS dlt_bench_staging CASCADE"])
+                .status();
+            assert!(drop.is_ok_and(|s| s.success()), "psql drops the last run's schema");
+            let out = std::process::Command::new(&python)
+                .arg(script)
+                .arg(&input)
+                .arg(url)
+                .arg(dir.path().join(format!("run-{run}")))
+                .args(["1000", "issues"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .and_then(|l| l.parse().ok())
+                .expect("the script prints its load's seconds last")
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    println!(
+        "typed_postgres/dlt_1.31: {} records in {:.3} s (median of 3; {:.0} records/s)",
+        records.len(),
+        times[1],
+        records.len() as f64 / times[1]
+    );
 }
 
 criterion_group!(benches, typed, typed_postgres);

@@ -15,6 +15,7 @@
 //! appends free to pass each other.
 
 use deltalake::arrow::array::{new_null_array, RecordBatch};
+use deltalake::arrow::error::ArrowError;
 use deltalake::checkpoints;
 use deltalake::kernel::transaction::PROTOCOL;
 use deltalake::kernel::{
@@ -173,7 +174,7 @@ impl KeyedTable {
         &self,
         keys: &[String],
         fields: &[StructField],
-        build: impl Fn(&[usize]) -> Result<RecordBatch, deltalake::arrow::error::ArrowError>,
+        build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
         known: Known,
     ) -> Result<usize, EtlError> {
         let mut new_at = match known {
@@ -199,31 +200,9 @@ impl KeyedTable {
                 discard(&store, staged.take()).await;
                 return Ok(0);
             }
-            let batch = build(&fresh).map_err(|e| from_arrow(e, shown))?;
-            // Columns the batch has and the table lacks (a typed table's
-            // new members) go in with its rows: one metaData action in the
-            // same commit, on the schema as this writer last read it.
-            let grown = grown(&state.schema, fields, false)
-                .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
-            let schema = grown.as_ref().unwrap_or(&state.schema);
-            let adds = match staged.take() {
-                Some((entries, adds)) if entries == fresh => adds,
-                earlier => {
-                    discard(&store, earlier).await;
-                    let batch = conform(batch, schema).map_err(|e| from_arrow(e, shown))?;
-                    state.write(batch, key, fresh.len(), shown).await?
-                }
-            };
-            let metadata = match grown {
-                Some(schema) => Some(
-                    state
-                        .metadata
-                        .clone()
-                        .with_schema(&schema)
-                        .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
-                ),
-                None => None,
-            };
+            let (adds, metadata) = state
+                .stage(&fresh, staged.take(), (fields, &build), key, shown)
+                .await?;
             match state.commit(&adds, metadata).await {
                 Ok(()) => {
                     // Every file of the commit gets a filter of all its
@@ -421,6 +400,48 @@ impl State {
         self.index.sync(&store, live, columns.key(), shown).await
     }
 
+    /// The data files and schema change of an append of the entries
+    /// `fresh`: the files the last attempt `staged` for the same entries,
+    /// or new ones of the batch `build` makes of them (the files staged for
+    /// others deleted); and, where `fields` (the batch's columns) has
+    /// columns the table lacks (a typed table's new members), a metaData
+    /// action to commit with them, on the schema as this writer last read
+    /// it.
+    async fn stage(
+        &mut self,
+        fresh: &[usize],
+        staged: Option<(Vec<usize>, Vec<Add>)>,
+        (fields, build): (
+            &[StructField],
+            &impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
+        ),
+        key: &str,
+        shown: &str,
+    ) -> Result<(Vec<Add>, Option<Metadata>), EtlError> {
+        let grown = grown(&self.schema, fields, false)
+            .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
+        let adds = match staged {
+            Some((entries, adds)) if entries == fresh => adds,
+            earlier => {
+                discard(&self.table.object_store(), earlier).await;
+                let batch = build(fresh).map_err(|e| from_arrow(e, shown))?;
+                let schema = grown.as_ref().unwrap_or(&self.schema);
+                let batch = conform(batch, schema).map_err(|e| from_arrow(e, shown))?;
+                self.write(batch, key, fresh.len(), shown).await?
+            }
+        };
+        let metadata = match grown {
+            Some(schema) => Some(
+                self.metadata
+                    .clone()
+                    .with_schema(&schema)
+                    .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
+            ),
+            None => None,
+        };
+        Ok((adds, metadata))
+    }
+
     /// Writes `batch` as data files, not yet part of the table. Its
     /// columns may be more than the table's: a commit with a metaData
     /// action adds them.
@@ -587,10 +608,7 @@ fn grown(
 
 /// `batch` with `schema`'s columns in its order: a column it lacks is all
 /// null (another writer's new column).
-fn conform(
-    batch: RecordBatch,
-    schema: &StructType,
-) -> Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+fn conform(batch: RecordBatch, schema: &StructType) -> Result<RecordBatch, ArrowError> {
     let fields: Vec<StructField> = schema.fields().cloned().collect();
     let target = arrow_schema(&fields);
     if batch.schema().fields() == target.fields() {

@@ -107,44 +107,7 @@ impl Typed {
                 .await
         })
         .await?;
-        let made = table::locked(client, table, async {
-            // The table decides: one that is gone (never made, or dropped
-            // by hand) is made on a fresh schema, whatever row is left.
-            let gone: bool = client
-                .query_one("SELECT to_regclass($1) IS NULL", &[&table.quoted()])
-                .await?
-                .try_get(0)?;
-            if !gone {
-                let row = client
-                    .query_opt(
-                        &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
-                        &[&table.as_str()],
-                    )
-                    .await?;
-                return Ok(row.map(|_| false));
-            }
-            client
-                .execute(
-                    &format!(
-                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) \
-                         ON CONFLICT (table_name) DO UPDATE SET schema = EXCLUDED.schema, changed_at = now()",
-                        quote(SCHEMA_TABLE)
-                    ),
-                    &[&table.as_str(), &fresh_text],
-                )
-                .await?;
-            client.batch_execute(&create_sql(&fresh, 0)).await?;
-            Ok(Some(true))
-        })
-        .await?;
-        // A table with no schema row (deleted by hand): its columns' types
-        // are not known, and a guess could change one.
-        let made = made.ok_or_else(|| {
-            EtlError::InvalidInput(format!(
-                "typed table {:?} has no row in {SCHEMA_TABLE} (deleted?): restore it, or drop the table and its child tables to start again",
-                table.as_str()
-            ))
-        })?;
+        let made = make_if_gone(client, table, &fresh, &fresh_text).await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
         let state = State {
@@ -290,6 +253,53 @@ impl Typed {
         }
         Ok(batch)
     }
+}
+
+/// Makes the family of `table` on the schema `fresh` (stored as
+/// `fresh_text`) where its table is gone (never made, or dropped by hand:
+/// a schema row left behind is not trusted). Returns whether it made it;
+/// a table with no schema row (deleted by hand) is an error, as its
+/// columns' types are not known and a guess could change one.
+async fn make_if_gone(
+    client: &Client,
+    table: &TableName,
+    fresh: &Schema,
+    fresh_text: &str,
+) -> Result<bool, EtlError> {
+    let made = table::locked(client, table, async {
+        let gone: bool = client
+            .query_one("SELECT to_regclass($1) IS NULL", &[&table.quoted()])
+            .await?
+            .try_get(0)?;
+        if !gone {
+            let row = client
+                .query_opt(
+                    &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
+                    &[&table.as_str()],
+                )
+                .await?;
+            return Ok(row.map(|_| false));
+        }
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {} (table_name, schema) VALUES ($1, $2) \
+                     ON CONFLICT (table_name) DO UPDATE SET schema = EXCLUDED.schema, changed_at = now()",
+                    quote(SCHEMA_TABLE)
+                ),
+                &[&table.as_str(), &fresh_text],
+            )
+            .await?;
+        client.batch_execute(&create_sql(fresh, 0)).await?;
+        Ok(Some(true))
+    })
+    .await?;
+    made.ok_or_else(|| {
+        EtlError::InvalidInput(format!(
+            "typed table {:?} has no row in {SCHEMA_TABLE} (deleted?): restore it, or drop the table and its child tables to start again",
+            table.as_str()
+        ))
+    })
 }
 
 /// The schema stored for `table`, if any, read and nothing made.

@@ -18,9 +18,11 @@
 //! - `writers`: four processes loading overlapping quarters of the rows
 //!   into one table at once, against one process loading their union;
 //! - `typed`: 100,000 GitHub-issue-like records (about 1 KB: objects three
-//!   levels deep, two lists of objects) in loads of 1,000 into a new table,
+//!   levels deep, two lists of objects) in loads of 1,000 and 10,000 into a
+//!   new table,
 //!   the JSON shape against the typed shape (`DeltaSink::open_typed`: the
-//!   members as columns, two child tables beside the table);
+//!   members as columns, two child tables beside the table), and dlt 1.31
+//!   normalising the same records into Delta (`ETL_BENCH_DLT_PYTHON`);
 //! - `scale`: a no-change `launches` run (the release binary under GNU time:
 //!   wall and peak RSS, median of 5) against a table of 12 rows and one of
 //!   1,000,012.
@@ -144,13 +146,18 @@ fn throughput(rt: &tokio::runtime::Runtime, data: &[Row]) {
 }
 
 /// The typed shape against the JSON shape: the same issue records, in
-/// loads of 1,000, each into a new table (median of [`RUNS`]).
+/// loads of 1,000 and of 10,000, each into a new table (median of
+/// [`RUNS`]).
 fn typed(rt: &tokio::runtime::Runtime) {
     use etl_benches::Issue;
     use etl_core::content::typed::SchemaOptions;
-    const LOAD: usize = 1_000;
     let records = etl_benches::issue_records(ROWS);
-    for typed in [false, true] {
+    for (load, typed) in [
+        (1_000, false),
+        (1_000, true),
+        (10_000, false),
+        (10_000, true),
+    ] {
         let mut times = Vec::new();
         for _ in 0..RUNS {
             let dir = tempfile::tempdir().unwrap();
@@ -167,7 +174,7 @@ fn typed(rt: &tokio::runtime::Runtime) {
                     false => DeltaSink::open_as::<Issue>(table).await.unwrap(),
                 };
                 let mut written = 0;
-                for chunk in records.chunks(LOAD) {
+                for chunk in records.chunks(load) {
                     written += sink.load(chunk).await.unwrap();
                 }
                 written
@@ -178,10 +185,30 @@ fn typed(rt: &tokio::runtime::Runtime) {
         let t = median(times);
         let shape = if typed { "typed" } else { "json" };
         println!(
-            "| DeltaSink, {ROWS} issues in loads of {LOAD} | shape {shape} | {t:.3} s | {:.0} records/s |",
+            "| DeltaSink, {ROWS} issues in loads of {load} | shape {shape} | {t:.3} s | {:.0} records/s |",
             ROWS as f64 / t
         );
     }
+    typed_dlt(&records);
+}
+
+/// dlt 1.31 over the same issue records, in pages of 1,000, into Delta
+/// (its normaliser makes the same columns and child tables), when
+/// `ETL_BENCH_DLT_PYTHON` names a Python with `dlt[deltalake]==1.31.0`.
+fn typed_dlt(records: &[etl_benches::Issue]) {
+    let Ok(python) = std::env::var("ETL_BENCH_DLT_PYTHON") else {
+        println!("dlt skipped: set ETL_BENCH_DLT_PYTHON to a Python with dlt[deltalake]==1.31.0");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("issues.json");
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    std::fs::write(&input, format!("[{}]", texts.join(","))).unwrap();
+    let t = median(dlt_runs(&python, &input, dir.path(), &["1000", "issues"]));
+    println!(
+        "| dlt 1.31 filesystem, table_format=\"delta\", {ROWS} issues in pages of 1000 | normalised | {t:.3} s | {:.0} records/s |",
+        ROWS as f64 / t
+    );
 }
 
 /// delta-rs alone: the rows already as Arrow batches (keys and JSON made
@@ -284,33 +311,39 @@ fn dlt(data: &[Row]) {
     let input = dir.path().join("launches.json");
     let launches: Vec<&Launch> = data.iter().map(|Row::Launches(l)| l).collect();
     std::fs::write(&input, serde_json::to_vec(&launches).unwrap()).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_delta.py");
-    let mut times = Vec::new();
-    for run in 0..RUNS {
-        let work = dir.path().join(format!("dlt-{run}"));
-        let out = Command::new(&python)
-            .arg(script)
-            .arg(&input)
-            .arg(&work)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let seconds: f64 = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .and_then(|l| l.parse().ok())
-            .expect("the script prints its load's seconds last");
-        times.push(seconds);
-    }
-    let t = median(times);
+    let t = median(dlt_runs(&python, &input, dir.path(), &[]));
     println!(
         "| dlt 1.31 filesystem, table_format=\"delta\" | fresh | {t:.3} s | {:.0} rows/s |",
         ROWS as f64 / t
     );
+}
+
+/// [`RUNS`] runs of `dlt_delta.py` over `input` (with `args` after the
+/// work directory), each into a new directory under `dir`: the seconds of
+/// each load.
+fn dlt_runs(python: &str, input: &Path, dir: &Path, args: &[&str]) -> Vec<f64> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_delta.py");
+    (0..RUNS)
+        .map(|run| {
+            let out = Command::new(python)
+                .arg(script)
+                .arg(input)
+                .arg(dir.join(format!("dlt-{run}")))
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .and_then(|l| l.parse().ok())
+                .expect("the script prints its load's seconds last")
+        })
+        .collect()
 }
 
 /// A writer child: loads rows START..END into DIR, prints how many it wrote.
