@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etl_core::content::naming::{fit, POSTGRES_MAX_BYTES};
 use etl_core::content::typed::{
-    loader, meta_json, timestamp_micros, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema,
+    loader, meta_json, update_micros, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema,
     SchemaOptions, ShredError, Table,
 };
 use etl_core::content::KeyedJson;
@@ -107,7 +107,22 @@ impl Typed {
                 .await
         })
         .await?;
-        let made = make_if_gone(client, table, &fresh, &fresh_text).await?;
+        let made = table::locked(client, table, async {
+            let inserted = client
+                .execute(
+                    &format!(
+                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        quote(SCHEMA_TABLE)
+                    ),
+                    &[&table.as_str(), &fresh_text],
+                )
+                .await?;
+            if inserted == 1 {
+                client.batch_execute(&create_sql(&fresh, 0)).await?;
+            }
+            Ok(inserted == 1)
+        })
+        .await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
         let state = State {
@@ -253,53 +268,6 @@ impl Typed {
         }
         Ok(batch)
     }
-}
-
-/// Makes the family of `table` on the schema `fresh` (stored as
-/// `fresh_text`) where its table is gone (never made, or dropped by hand:
-/// a schema row left behind is not trusted). Returns whether it made it;
-/// a table with no schema row (deleted by hand) is an error, as its
-/// columns' types are not known and a guess could change one.
-async fn make_if_gone(
-    client: &Client,
-    table: &TableName,
-    fresh: &Schema,
-    fresh_text: &str,
-) -> Result<bool, EtlError> {
-    let made = table::locked(client, table, async {
-        let gone: bool = client
-            .query_one("SELECT to_regclass($1) IS NULL", &[&table.quoted()])
-            .await?
-            .try_get(0)?;
-        if !gone {
-            let row = client
-                .query_opt(
-                    &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
-                    &[&table.as_str()],
-                )
-                .await?;
-            return Ok(row.map(|_| false));
-        }
-        client
-            .execute(
-                &format!(
-                    "INSERT INTO {} (table_name, schema) VALUES ($1, $2) \
-                     ON CONFLICT (table_name) DO UPDATE SET schema = EXCLUDED.schema, changed_at = now()",
-                    quote(SCHEMA_TABLE)
-                ),
-                &[&table.as_str(), &fresh_text],
-            )
-            .await?;
-        client.batch_execute(&create_sql(fresh, 0)).await?;
-        Ok(Some(true))
-    })
-    .await?;
-    made.ok_or_else(|| {
-        EtlError::InvalidInput(format!(
-            "typed table {:?} has no row in {SCHEMA_TABLE} (deleted?): restore it, or drop the table and its child tables to start again",
-            table.as_str()
-        ))
-    })
 }
 
 /// The schema stored for `table`, if any, read and nothing made.
@@ -634,19 +602,7 @@ impl Batch {
         self.ids.push(row.record_id());
         // Any offset, as a timestamp column reads it (the JSON shape's
         // reader takes UTC alone).
-        let updated = row
-            .updated_at()
-            .and_then(|text| match timestamp_micros(&text) {
-                Some(micros) => Some(micros_to_time(micros)),
-                None => {
-                    tracing::warn!(
-                        value = text,
-                        content_key = key,
-                        "update time is not an RFC 3339 timestamp: stored as NULL"
-                    );
-                    None
-                }
-            });
+        let updated = update_micros(row, key).map(micros_to_time);
         self.updated.push(updated);
         self.texts.push(json.to_owned());
     }

@@ -568,44 +568,6 @@ async fn a_typed_table_name_is_as_the_naming_rules_make_it() {
     assert!(e.to_string().contains("\"issues_table\""), "{e}");
 }
 
-/// A typed table dropped by hand is made again on a fresh schema (its
-/// stored schema left behind is not trusted); a table whose schema row was
-/// deleted is refused, naming the row, and nothing is changed.
-#[tokio::test]
-#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
-async fn a_dropped_table_is_made_again_and_a_lost_schema_row_is_named() {
-    let (admin, t) = fresh("dropped").await;
-    let url = url();
-    let open = || PostgresSink::connect_typed::<Doc>(&url, &t, SchemaOptions::postgres());
-    let first = docs(&[json!({"id": 1, "n": 1, "labels": [{"name": "a"}]})]);
-    assert_eq!(open().await.unwrap().load(&first).await.unwrap(), 1);
-    drop_tables(&admin, &t).await;
-    // The same member as text now: a fresh schema types it anew.
-    let again = docs(&[json!({"id": 2, "n": "one"})]);
-    assert_eq!(open().await.unwrap().load(&again).await.unwrap(), 1);
-    assert!(columns(&admin, &t)
-        .await
-        .contains(&("n".into(), "text".into())));
-
-    admin
-        .execute("DELETE FROM _etl_schema WHERE table_name = $1", &[&t])
-        .await
-        .unwrap();
-    let e = open().await.unwrap_err();
-    assert!(matches!(e, etl_core::EtlError::InvalidInput(_)), "{e}");
-    assert!(e.to_string().contains("_etl_schema"), "{e}");
-    assert_eq!(
-        count(
-            &admin,
-            &format!("SELECT count(*) FROM _etl_schema WHERE table_name = '{t}'")
-        )
-        .await,
-        0,
-        "nothing written for the refused table"
-    );
-    drop_family(&admin, &t).await;
-}
-
 /// Records of the kill test: each adds a column of its batch's own
 /// (`b<batch>`), so the loader changes the schema in every transaction, and
 /// has `id % 3 + 1` labels.
