@@ -19,7 +19,7 @@ use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::{DataType, MetadataValue, StructField, StructType};
 use etl_core::content::typed::{
-    loader, timestamp_micros, ColumnType, Schema, SchemaOptions, ShredError,
+    loader, update_micros, ColumnType, Schema, SchemaOptions, ShredError,
 };
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
@@ -345,7 +345,7 @@ impl Typed {
             match schema.shred(json, key, &mut batch) {
                 Ok(()) => {
                     let id = row.record_id();
-                    batch.record(id.as_deref(), update_time(row, key), json);
+                    batch.record(id.as_deref(), update_micros(row, key), json);
                 }
                 // Refused before the batch saw any of it.
                 Err(ShredError::Refused(why)) => refused.push(Reject::new(
@@ -409,19 +409,4 @@ fn rows_at(batch: &RecordBatch, fresh: &[usize]) -> Result<RecordBatch, ArrowErr
     }
     let at: Vec<u32> = fresh.iter().map(|&i| i as u32).collect();
     take_record_batch(batch, &UInt32Array::from(at))
-}
-
-/// A record's update time, in microseconds, at any offset. A value that is
-/// no RFC 3339 timestamp is stored as null, with a warning naming it.
-fn update_time<T: Record>(row: &T, key: &str) -> Option<i64> {
-    let text = row.updated_at()?;
-    let micros = timestamp_micros(&text);
-    if micros.is_none() {
-        tracing::warn!(
-            value = text,
-            content_key = key,
-            "update time is not an RFC 3339 timestamp: stored as null"
-        );
-    }
-    micros
 }

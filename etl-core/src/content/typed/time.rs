@@ -3,6 +3,23 @@
 
 use chrono::{DateTime, NaiveDate};
 
+/// A record's update time ([`crate::Record::updated_at`]) for a typed
+/// table's `_etl_updated_at`, in microseconds, at any offset. A value that
+/// is no RFC 3339 timestamp is `None` (stored as null: the row is kept, and
+/// plays no part in the cursor), with a warning naming it and the record.
+pub fn update_micros<T: crate::Record>(row: &T, key: &str) -> Option<i64> {
+    let text = row.updated_at()?;
+    let micros = timestamp_micros(&text);
+    if micros.is_none() {
+        tracing::warn!(
+            value = text,
+            content_key = key,
+            "update time is not an RFC 3339 timestamp: stored as null"
+        );
+    }
+    micros
+}
+
 /// `text` as microseconds since the Unix epoch, UTC, when it is an RFC 3339
 /// date-time with an offset (`2024-05-01T12:00:00Z`,
 /// `2024-05-01T14:00:00.5+02:00`); `None` for any other string. What makes
