@@ -84,8 +84,14 @@ fn variants(json: &str, n: usize) -> Vec<Row> {
 /// objects (`labels`, `assignees`), timestamps with offsets, a null member
 /// and a long text. What the typed-table benches load.
 pub fn issues(n: usize) -> Vec<String> {
+    issues_in(0..n)
+}
+
+/// The [`issues`] numbered `range`: the same records as `issues(range.end)`
+/// from `range.start` on, so a table can be grown by ranges.
+pub fn issues_in(range: std::ops::Range<usize>) -> Vec<String> {
     const LABELS: [&str; 3] = ["bug", "ui", "perf"];
-    (0..n)
+    range
         .map(|i| {
             let labels: Vec<_> = (0..1 + i % 3)
                 .map(|l| {
@@ -141,17 +147,20 @@ pub struct Issue {
 
 /// `n` of [`issues`] as [`Issue`] records.
 pub fn issue_records(n: usize) -> Vec<Issue> {
-    issues(n)
-        .into_iter()
-        .map(|text| {
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            Issue {
-                id: v["id"].to_string(),
-                updated: v["updated_at"].as_str().unwrap_or_default().to_owned(),
-                text,
-            }
-        })
-        .collect()
+    issues(n).into_iter().map(Issue::from_text).collect()
+}
+
+impl Issue {
+    /// The record whose JSON text is `text` (an object with `id` and
+    /// `updated_at`, as [`issues`] makes).
+    pub fn from_text(text: String) -> Self {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        Issue {
+            id: v["id"].to_string(),
+            updated: v["updated_at"].as_str().unwrap_or_default().to_owned(),
+            text,
+        }
+    }
 }
 
 impl serde::Serialize for Issue {

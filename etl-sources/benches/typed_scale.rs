@@ -1,0 +1,417 @@
+//! Typed tables at scale (issue 36; BENCHMARKS.md section 19):
+//!
+//! ```sh
+//! ETL_PG_URL=postgres://postgres@127.0.0.1:5432/test \
+//!   cargo bench -p etl-sources --features delta --bench typed_scale [-- SECTION,...]
+//! ```
+//!
+//! Sections (all by default):
+//! - `scale_postgres`, `scale_delta`: a no-change `etl run` (the release
+//!   binary under GNU time: wall and peak RSS, median of 5, `--incremental`
+//!   and plain) of 12 GitHub-issue-like records served from 127.0.0.1,
+//!   against their typed table holding just them and holding them and
+//!   1,000,000 older records (grown through `connect_typed` /
+//!   `DeltaSink::open_typed` in loads of 100,000, two child tables each);
+//! - `writers_postgres`, `writers_delta`: four processes at once, each
+//!   loading a quarter of 100,000 issue records whose members include one
+//!   object of that quarter's own (so each writer adds columns the others
+//!   do not), in loads of 1,000, against one process loading the union.
+//!
+//! The PostgreSQL sections need `ETL_PG_URL`; without it they say so and
+//! measure nothing. Not criterion: each figure is a whole process or load,
+//! and the question is a ratio.
+
+use etl_benches::{issues_in, Issue};
+use etl_core::content::typed::SchemaOptions;
+use etl_core::Sink;
+use etl_delta::DeltaSink;
+use etl_postgres::PostgresSink;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+#[path = "support/gnu_time.rs"]
+mod gnu_time;
+
+/// The records the API serves; newer than every record the table is grown
+/// with, so the incremental cursor is theirs.
+const SERVED: usize = 12;
+const GROWN: usize = 1_000_000;
+const RUNS: usize = 5;
+/// The records the writers share out.
+const WRITTEN: usize = 100_000;
+const LOAD: usize = 1_000;
+/// The env var that makes this bench a writer child: `OUTPUT|TARGET|START|END`
+/// with OUTPUT `postgres` (TARGET a table) or `delta` (TARGET a directory).
+const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
+
+/// Where a section's typed table is.
+#[derive(Clone)]
+enum Output {
+    Postgres { url: String, table: String },
+    Delta { dir: String },
+}
+
+impl Output {
+    fn postgres(table: &str) -> Option<Self> {
+        match std::env::var("ETL_PG_URL") {
+            Ok(url) => Some(Output::Postgres {
+                url,
+                table: table.to_owned(),
+            }),
+            Err(_) => {
+                println!("{table}: ETL_PG_URL is not set; nothing measured");
+                None
+            }
+        }
+    }
+
+    /// The `--out` (and `--pg-table`) arguments of `etl run`.
+    fn args(&self) -> Vec<String> {
+        match self {
+            Output::Postgres { url, table } => {
+                vec!["--out".into(), url.clone(), "--pg-table".into(), table.clone()]
+            }
+            Output::Delta { dir } => vec!["--out".into(), format!("delta:{dir}")],
+        }
+    }
+
+    /// The typed sink `etl run` opens for a file of resource `issues`.
+    async fn open(&self) -> Box<dyn Sink<Issue>> {
+        let options = SchemaOptions::postgres();
+        match self {
+            Output::Postgres { url, table } => Box::new(
+                PostgresSink::connect_typed::<Issue>(url, table, options)
+                    .await
+                    .unwrap(),
+            ),
+            Output::Delta { dir } => Box::new(
+                DeltaSink::open_typed::<Issue>(dir, "issues", options)
+                    .await
+                    .unwrap(),
+            ),
+        }
+    }
+
+    /// Removes the table family (PostgreSQL: its tables, views and schema
+    /// row; Delta: nothing, each section's directory is new).
+    async fn drop(&self) {
+        let Output::Postgres { url, table } = self else {
+            return;
+        };
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "DO $$ DECLARE t text; BEGIN \
+                   FOR t IN SELECT tablename FROM pg_tables WHERE tablename = '{table}' \
+                     OR tablename LIKE '{table}\\_\\_%' OR tablename = '{table}_rejects' LOOP \
+                     EXECUTE format('DROP TABLE IF EXISTS %I CASCADE', t); END LOOP; \
+                   IF to_regclass('_etl_schema') IS NOT NULL THEN \
+                     DELETE FROM _etl_schema WHERE table_name = '{table}'; END IF; END $$"
+            ))
+            .await
+            .unwrap();
+    }
+
+    /// `VACUUM ANALYZE` of the family, as autovacuum would after a backfill.
+    async fn settle(&self) {
+        let Output::Postgres { url, table } = self else {
+            return;
+        };
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        for t in [
+            table.clone(),
+            format!("{table}__labels"),
+            format!("{table}__assignees"),
+        ] {
+            client
+                .batch_execute(&format!("VACUUM ANALYZE \"{t}\""))
+                .await
+                .unwrap();
+        }
+    }
+
+    fn spec(&self) -> String {
+        match self {
+            Output::Postgres { table, .. } => format!("postgres|{table}"),
+            Output::Delta { dir } => format!("delta|{dir}"),
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var(WRITER) {
+        return writer(&spec);
+    }
+    let sections: Vec<String> = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .map(|a| a.split(',').map(String::from).collect())
+        .unwrap_or_else(|| {
+            [
+                "scale_postgres",
+                "scale_delta",
+                "writers_postgres",
+                "writers_delta",
+            ]
+            .map(String::from)
+            .to_vec()
+        });
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let delta = |name: &str| Output::Delta {
+        dir: dir.path().join(name).to_str().unwrap().to_owned(),
+    };
+    for section in &sections {
+        match section.as_str() {
+            "scale_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_scale") {
+                    scale(&rt, &out, dir.path());
+                }
+            }
+            "scale_delta" => scale(&rt, &delta("scale"), dir.path()),
+            "writers_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_writers") {
+                    writers(&rt, &[out.clone(), out]);
+                }
+            }
+            "writers_delta" => writers(&rt, &[delta("union"), delta("raced")]),
+            other => panic!("unknown section {other}"),
+        }
+    }
+}
+
+/// The [`SERVED`] records as the API sends them: `issues_in(0..12)` updated
+/// after every grown record.
+fn served() -> serde_json::Value {
+    let records: Vec<serde_json::Value> = issues_in(0..SERVED)
+        .iter()
+        .map(|text| {
+            let mut record: serde_json::Value = serde_json::from_str(text).unwrap();
+            record["updated_at"] = "2025-01-01T00:00:00Z".into();
+            record
+        })
+        .collect();
+    serde_json::json!({ "data": records })
+}
+
+/// No-change `etl run`s against the table holding the served records
+/// alone, then also [`GROWN`] older ones.
+fn scale(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let server = rt.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/issues"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(served()))
+            .mount(&server)
+            .await;
+        server
+    });
+    let file = dir.join("issues.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"issues\"\nurl = \"{}/issues\"\nrecords = \"/data\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n[incremental]\nparam = \"since\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let run = |incremental: bool| {
+        let mut c = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+        c.arg("run").arg(&file).args(out.args());
+        if incremental {
+            c.arg("--incremental");
+        }
+        gnu_time::run(c)
+    };
+    rt.block_on(out.drop());
+    let first = run(false);
+    assert!(first.stdout.contains("12 new rows"), "{}", first.stdout);
+    println!("| table records | run | wall (median of {RUNS}) | peak RSS (max) |");
+    println!("|---:|---|---:|---:|");
+    for size in [0, GROWN] {
+        rt.block_on(grow(out, size));
+        for incremental in [true, false] {
+            let (mut walls, mut rss) = (Vec::new(), 0);
+            for _ in 0..RUNS {
+                let timed = run(incremental);
+                assert!(timed.stdout.contains(" 0 new rows"), "{}", timed.stdout);
+                walls.push(timed.wall);
+                rss = rss.max(timed.max_rss_kb);
+            }
+            println!(
+                "| {} | {} | {:.3} s | {:.1} MB |",
+                size + SERVED,
+                if incremental {
+                    "`--incremental`"
+                } else {
+                    "plain"
+                },
+                median(walls),
+                rss as f64 / 1000.0
+            );
+        }
+    }
+    rt.block_on(out.drop());
+}
+
+/// Adds `n` records older than the served ones (`issues_in(12..12 + n)`),
+/// in loads of 100,000.
+async fn grow(out: &Output, n: usize) {
+    if n == 0 {
+        return;
+    }
+    let start = Instant::now();
+    let sink = out.open().await;
+    for from in (SERVED..SERVED + n).step_by(100_000) {
+        let records: Vec<Issue> = issues_in(from..(from + 100_000).min(SERVED + n))
+            .into_iter()
+            .map(Issue::from_text)
+            .collect();
+        assert_eq!(sink.load(&records).await.unwrap(), records.len());
+    }
+    drop(sink);
+    out.settle().await;
+    println!(
+        "(grown by {n} records in {:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// The records `start..end` of the writers: [`issues_in`] with a member of
+/// their quarter's own, `quarter_<q>`, an object of three members.
+fn quartered(start: usize, end: usize) -> Vec<Issue> {
+    let quarter = WRITTEN / 4;
+    issues_in(start..end)
+        .into_iter()
+        .zip(start..)
+        .map(|(text, i)| {
+            let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
+            record[format!("quarter_{}", i / quarter)] = serde_json::json!({
+                "note": format!("seen by writer {}", i / quarter),
+                "rank": i % 97,
+                "checked_at": "2024-06-01T00:00:00Z",
+            });
+            Issue::from_text(record.to_string())
+        })
+        .collect()
+}
+
+/// A writer child: makes records START..END, says `ready`, and on a line
+/// of its stdin loads them in loads of [`LOAD`] and prints how many it
+/// wrote (so that making the records is not timed).
+fn writer(spec: &str) {
+    use std::io::BufRead;
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [kind, target, start, end] = parts[..] else {
+        panic!("{WRITER}: expected OUTPUT|TARGET|START|END, found {spec}")
+    };
+    let out = match kind {
+        "postgres" => Output::Postgres {
+            url: std::env::var("ETL_PG_URL").unwrap(),
+            table: target.to_owned(),
+        },
+        _ => Output::Delta {
+            dir: target.to_owned(),
+        },
+    };
+    let records = quartered(start.parse().unwrap(), end.parse().unwrap());
+    println!("ready");
+    std::io::stdin().lock().lines().next();
+    let written = runtime().block_on(async {
+        let sink = out.open().await;
+        let mut written = 0;
+        for chunk in records.chunks(LOAD) {
+            written += sink.load(chunk).await.unwrap();
+        }
+        written
+    });
+    println!("{written}");
+}
+
+/// Writer children, one a range, started together once each has made its
+/// records; returns the seconds from the start to the last one's end, and
+/// the rows they wrote in all.
+fn race(out: &Output, ranges: &[(usize, usize)]) -> (f64, usize) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut children: Vec<_> = ranges
+        .iter()
+        .map(|(start, end)| {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .env(WRITER, format!("{}|{start}|{end}", out.spec()))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            assert_eq!(lines.next().unwrap().unwrap(), "ready");
+            (child, lines)
+        })
+        .collect();
+    let start = Instant::now();
+    for (child, _) in &mut children {
+        writeln!(child.stdin.take().unwrap()).unwrap();
+    }
+    let mut total = 0;
+    for (mut child, mut lines) in children {
+        let written: usize = lines.next().unwrap().unwrap().trim().parse().unwrap();
+        assert!(child.wait().unwrap().success(), "a writer failed");
+        total += written;
+    }
+    (start.elapsed().as_secs_f64(), total)
+}
+
+/// One process loading every quarter into `outs[0]`, against four at once
+/// into `outs[1]`, each its own quarter (median of 3).
+fn writers(rt: &tokio::runtime::Runtime, outs: &[Output; 2]) {
+    let quarter = WRITTEN / 4;
+    let (mut one, mut four) = (Vec::new(), Vec::new());
+    for run in 0..3 {
+        let [union, raced] = outs.clone().map(|out| match out {
+            Output::Delta { dir } => Output::Delta {
+                dir: format!("{dir}-{run}"),
+            },
+            pg => pg,
+        });
+        rt.block_on(union.drop());
+        let (wall, total) = race(&union, &[(0, WRITTEN)]);
+        assert_eq!(total, WRITTEN);
+        one.push(wall);
+
+        rt.block_on(raced.drop());
+        let quarters: Vec<_> = (0..4).map(|w| (w * quarter, (w + 1) * quarter)).collect();
+        let (wall, total) = race(&raced, &quarters);
+        assert_eq!(total, WRITTEN, "each record written once in all");
+        four.push(wall);
+        rt.block_on(raced.drop());
+    }
+    let (one, four) = (median(one), median(four));
+    println!("| one process loading {WRITTEN} records (4 quarters, each with members of its own) | {one:.3} s |");
+    println!(
+        "| four processes at once, a quarter each | {four:.3} s ({:.2}x) |",
+        four / one
+    );
+}
