@@ -72,7 +72,12 @@ impl Output {
     fn args(&self) -> Vec<String> {
         match self {
             Output::Postgres { url, table } => {
-                vec!["--out".into(), url.clone(), "--pg-table".into(), table.clone()]
+                vec![
+                    "--out".into(),
+                    url.clone(),
+                    "--pg-table".into(),
+                    table.clone(),
+                ]
             }
             Output::Delta { dir } => vec!["--out".into(), format!("delta:{dir}")],
         }
