@@ -2,6 +2,11 @@
 //! list), their columns in order, and the options that shape them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The schema's maps, keyed by member pointers from the API: looked up once
+/// or twice for every value of every record, so foldhash (fast, and seeded
+/// per process against keys chosen to collide) rather than SipHash.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::str::FromStr;
 
@@ -149,7 +154,7 @@ pub struct Table {
     /// escaped pointer holds).
     key: String,
     columns: Vec<Column>,
-    by_path: HashMap<String, usize>,
+    by_path: Map<String, usize>,
     names: Names,
     fixed_bytes: usize,
     untyped: BTreeSet<String>,
@@ -176,7 +181,7 @@ impl Table {
             parts,
             key,
             columns: Vec::new(),
-            by_path: HashMap::new(),
+            by_path: Map::default(),
             names: Names::new(loader::ALL, options.max_name_bytes),
             fixed_bytes: 0,
             untyped: BTreeSet::new(),
@@ -300,7 +305,7 @@ pub struct Schema {
     pub(crate) options: SchemaOptions,
     pub(crate) tables: Vec<Table>,
     /// Child tables by parent, then list pointer.
-    children: HashMap<usize, HashMap<String, usize>>,
+    children: Map<usize, Map<String, usize>>,
     table_names: Names,
     /// Whether the output holds the tables already (a frozen contract
     /// holds from then on).
@@ -334,7 +339,7 @@ impl Schema {
         Schema {
             options,
             tables: vec![root],
-            children: HashMap::new(),
+            children: Map::default(),
             table_names,
             exists: false,
             generation: 0,

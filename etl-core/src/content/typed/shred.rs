@@ -225,6 +225,7 @@ impl<'s, W: RowWriter> Walk<'s, W> {
             walk: self,
             table: 0,
             depth: 0,
+            column: None,
         }
         .deserialize(&mut de)?;
         de.end()?;
@@ -234,7 +235,13 @@ impl<'s, W: RowWriter> Walk<'s, W> {
 
     /// A scalar at `self.at` of `table`.
     fn scalar(&mut self, table: usize, value: Scalar<'_>) {
-        match self.schema.tables[table].column_at(&self.at) {
+        let column = self.schema.tables[table].column_at(&self.at);
+        self.scalar_in(table, column, value);
+    }
+
+    /// [`Walk::scalar`], the column at `self.at` already looked up.
+    fn scalar_in(&mut self, table: usize, column: Option<usize>, value: Scalar<'_>) {
+        match column {
             Some(column) => {
                 let column_type = self.schema.tables[table].columns()[column].column_type;
                 let found = value.found();
@@ -365,15 +372,19 @@ struct Value<'w, 's, W> {
     walk: &'w mut Walk<'s, W>,
     table: usize,
     depth: usize,
+    /// The column at `walk.at`, once `deserialize` looked it up: every
+    /// value is looked up once, not again by the visitor.
+    column: Option<usize>,
 }
 
 impl<'de, W: RowWriter> DeserializeSeed<'de> for Value<'_, '_, W> {
     type Value = ();
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(mut self, d: D) -> Result<(), D::Error> {
         let table = &self.walk.schema.tables[self.table];
-        let json_column = table
-            .column_at(&self.walk.at)
+        self.column = table.column_at(&self.walk.at);
+        let json_column = self
+            .column
             .is_some_and(|c| table.columns()[c].column_type == ColumnType::Json);
         let past_nesting = self
             .walk
@@ -404,38 +415,42 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<(), E> {
-        self.walk.scalar(self.table, Scalar::Bool(v));
+        self.walk
+            .scalar_in(self.table, self.column, Scalar::Bool(v));
         Ok(())
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<(), E> {
-        self.walk.scalar(self.table, Scalar::Int(v));
+        self.walk.scalar_in(self.table, self.column, Scalar::Int(v));
         Ok(())
     }
 
     fn visit_u64<E>(self, v: u64) -> Result<(), E> {
         let value = i64::try_from(v).map_or(Scalar::Uint(v), Scalar::Int);
-        self.walk.scalar(self.table, value);
+        self.walk.scalar_in(self.table, self.column, value);
         Ok(())
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<(), E> {
-        self.walk.scalar(self.table, Scalar::Float(v));
+        self.walk
+            .scalar_in(self.table, self.column, Scalar::Float(v));
         Ok(())
     }
 
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<(), E> {
-        self.walk.scalar(self.table, Scalar::Str(Cow::Borrowed(v)));
+        self.walk
+            .scalar_in(self.table, self.column, Scalar::Str(Cow::Borrowed(v)));
         Ok(())
     }
 
     fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        self.walk.scalar(self.table, Scalar::Str(Cow::Borrowed(v)));
+        self.walk
+            .scalar_in(self.table, self.column, Scalar::Str(Cow::Borrowed(v)));
         Ok(())
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
-        if let Some(column) = self.walk.schema.tables[self.table].column_at(&self.walk.at) {
+        if let Some(column) = self.column {
             // An object where a scalar was: a misfit, kept in the raw
             // record.
             self.walk.misfit(self.table, column, "object");
@@ -450,6 +465,7 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
                 walk: &mut *self.walk,
                 table: self.table,
                 depth: self.depth + 1,
+                column: None,
             })?;
             self.walk.at.truncate(at);
             self.walk.record_at.truncate(record_at);
@@ -458,7 +474,7 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
-        if let Some(column) = self.walk.schema.tables[self.table].column_at(&self.walk.at) {
+        if let Some(column) = self.column {
             // A list where a scalar was: a misfit, kept in the raw record.
             self.walk.misfit(self.table, column, "list");
             while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -541,6 +557,7 @@ impl<'de, W: RowWriter> DeserializeSeed<'de> for Element<'_, '_, '_, W> {
             walk: &mut *walk,
             table,
             depth: self.depth,
+            column: None,
         }
         .deserialize(d)?;
         walk.record_at.truncate(record_at);
