@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::errors::from_parquet;
+use crate::filter::{KeyFilter, KeyHash};
 
 /// The false-positive rate of every filter: a key probed against a
 /// thousand files hits a row group it is not in about once in a hundred
@@ -52,7 +53,7 @@ struct FileKeys {
     size: u64,
     /// One filter per row group (`Some(i)`), or one for the whole file
     /// (`None`: a file this process wrote, whose keys it knew).
-    groups: Vec<(Option<usize>, Sbbf)>,
+    groups: Vec<(Option<usize>, KeyFilter)>,
     /// Whether this writer wrote it.
     own: bool,
 }
@@ -132,7 +133,7 @@ impl KeyIndex {
             file.path,
             FileKeys {
                 size: file.size,
-                groups: vec![(None, filter)],
+                groups: vec![(None, KeyFilter::new(&filter))],
                 own: true,
             },
         );
@@ -157,10 +158,13 @@ impl KeyIndex {
             .iter()
             .filter(|(_, file)| !(others_only && file.own))
             .collect();
-        for (i, k) in keys.iter().enumerate() {
-            for &(path, file) in &files {
-                for (group, filter) in &file.groups {
-                    if filter.check(k.as_str()) {
+        // Each key hashed once for every filter; a filter probed for every
+        // key while it is in cache.
+        let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
+        for &(path, file) in &files {
+            for (group, filter) in &file.groups {
+                for (i, &hash) in hashes.iter().enumerate() {
+                    if filter.may_hold(hash) {
                         probes.entry((path, *group)).or_default().push(i);
                     }
                 }
@@ -250,7 +254,7 @@ async fn read_filters(
                 filter
             }
         };
-        groups.push((Some(group), filter));
+        groups.push((Some(group), KeyFilter::new(&filter)));
     }
     Ok(FileKeys {
         size: file.size,

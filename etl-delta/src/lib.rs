@@ -31,6 +31,7 @@
 mod builders;
 mod columns;
 mod errors;
+mod filter;
 mod keys;
 mod location;
 mod log;
