@@ -41,6 +41,9 @@ use std::time::{Duration, Instant};
 
 #[path = "support/gnu_time.rs"]
 mod gnu_time;
+#[path = "support/runs.rs"]
+mod runs;
+use runs::{median, runtime, sections};
 
 const ROWS: usize = 100_000;
 /// The page size of the writers and the scale runs; `throughput` measures
@@ -49,6 +52,8 @@ const PAGE: usize = 500;
 const RUNS: usize = 3;
 /// The env var that makes this bench a writer child: `DIR:START:END`.
 const WRITER: &str = "ETL_BENCH_DELTA_WRITER";
+/// Every section, in the order they run by default.
+const SECTIONS: [&str; 6] = ["throughput", "limit", "dlt", "writers", "typed", "scale"];
 
 /// `n` launches made from the bundled 2.3.0 ones (about 1.3 KB each as
 /// JSON), each with its own id and an update time before the bundled ones.
@@ -65,14 +70,6 @@ fn rows(range: std::ops::Range<usize>) -> Vec<Row> {
         .collect()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Loads `rows` in pages of `page` through a bounded `IdempotentSink` over
 /// a newly opened `DeltaSink`: what the pipeline does. Returns rows written.
 async fn load_pages(table: &Path, rows: &[Row], page: usize) -> usize {
@@ -87,24 +84,11 @@ async fn load_pages(table: &Path, rows: &[Row], page: usize) -> usize {
     written
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn main() {
     if let Ok(spec) = std::env::var(WRITER) {
         return writer(&spec);
     }
-    let sections: Vec<String> = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(|a| a.split(',').map(String::from).collect())
-        .unwrap_or_else(|| {
-            ["throughput", "limit", "dlt", "writers", "typed", "scale"]
-                .map(String::from)
-                .to_vec()
-        });
+    let sections = sections(&SECTIONS);
     let rt = runtime();
     let data = rows(0..ROWS);
     for section in &sections {

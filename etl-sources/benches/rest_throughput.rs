@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 
 #[path = "support/gnu_time.rs"]
 mod gnu_time;
+#[path = "support/runs.rs"]
+mod runs;
+use runs::median;
 
 const RECORDS: usize = 100_000;
 const PAGE: usize = 500;
@@ -321,11 +324,6 @@ fn row(name: &str, wall: f64, records: usize, rss_kb: Option<u64>) {
         wall,
         records as f64 / wall
     );
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Records of a realistic size (about 330 bytes of JSON): ids, names,

@@ -34,6 +34,9 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 #[path = "support/gnu_time.rs"]
 mod gnu_time;
+#[path = "support/runs.rs"]
+mod runs;
+use runs::{median, runtime, sections};
 
 /// The records the API serves; newer than every record the table is grown
 /// with, so the incremental cursor is theirs.
@@ -46,6 +49,13 @@ const LOAD: usize = 1_000;
 /// The env var that makes this bench a writer child: `OUTPUT|TARGET|START|END`
 /// with OUTPUT `postgres` (TARGET a table) or `delta` (TARGET a directory).
 const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
+/// Every section, in the order they run by default.
+const SECTIONS: [&str; 4] = [
+    "scale_postgres",
+    "scale_delta",
+    "writers_postgres",
+    "writers_delta",
+];
 
 /// Where a section's typed table is.
 #[derive(Clone)]
@@ -106,11 +116,8 @@ impl Output {
         let Output::Postgres { url, table } = self else {
             return;
         };
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        client(url)
             .await
-            .unwrap();
-        tokio::spawn(connection);
-        client
             .batch_execute(&format!(
                 "DO $$ DECLARE t text; BEGIN \
                    FOR t IN SELECT tablename FROM pg_tables WHERE tablename = '{table}' \
@@ -128,10 +135,7 @@ impl Output {
         let Output::Postgres { url, table } = self else {
             return;
         };
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
+        let client = client(url).await;
         for t in [
             table.clone(),
             format!("{table}__labels"),
@@ -152,37 +156,20 @@ impl Output {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
+/// A connection to the PostgreSQL at `url`.
+async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
 }
 
 fn main() {
     if let Ok(spec) = std::env::var(WRITER) {
         return writer(&spec);
     }
-    let sections: Vec<String> = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(|a| a.split(',').map(String::from).collect())
-        .unwrap_or_else(|| {
-            [
-                "scale_postgres",
-                "scale_delta",
-                "writers_postgres",
-                "writers_delta",
-            ]
-            .map(String::from)
-            .to_vec()
-        });
+    let sections = sections(&SECTIONS);
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let delta = |name: &str| Output::Delta {
