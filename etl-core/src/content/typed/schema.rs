@@ -2,17 +2,17 @@
 //! list), their columns in order, and the options that shape them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// The schema's maps, keyed by member pointers from the API: looked up once
-/// or twice for every value of every record, so foldhash (fast, and seeded
-/// per process against keys chosen to collide) rather than SipHash.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::str::FromStr;
 
 use super::column::ColumnType;
 use super::loader;
 use crate::content::naming::{self, Names};
+
+/// The schema's maps, keyed by member pointers from the API: looked up once
+/// or twice for every value of every record, so foldhash (fast, and seeded
+/// per process against keys chosen to collide) rather than SipHash.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Whether records may add columns to a table that exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
