@@ -62,6 +62,28 @@ fn current_view(table: &str) -> String {
     fit(&format!("{table}_current"), POSTGRES_MAX_BYTES, table)
 }
 
+/// A typed table found half there: made by hand, or half dropped.
+enum Orphan {
+    /// The table is there, its `_etl_schema` row is not: its columns'
+    /// types are not known, and a guess could change one.
+    NoSchemaRow,
+    /// The `_etl_schema` row is there, the table is not (dropped by hand).
+    NoTable,
+}
+
+impl Orphan {
+    fn error(self, table: &str) -> EtlError {
+        EtlError::InvalidInput(match self {
+            Orphan::NoSchemaRow => format!(
+                "typed table {table:?} has no row in {SCHEMA_TABLE} (deleted?): restore it, or drop the table and its child tables to start again"
+            ),
+            Orphan::NoTable => format!(
+                "typed table {table:?} is gone but its row in {SCHEMA_TABLE} is not (dropped by hand?): delete that row, and the table's child tables, to start again"
+            ),
+        })
+    }
+}
+
 impl Typed {
     /// Opens the typed family of `table`, creating the table and its
     /// schema row if missing. `None` when `table` exists in the JSON shape
@@ -108,6 +130,29 @@ impl Typed {
         })
         .await?;
         let made = table::locked(client, table, async {
+            // The table and its schema row are made in one transaction, so
+            // one without the other was changed by hand: it is named, and
+            // nothing is written.
+            // Read from pg_class under this statement's snapshot: taken
+            // after the lock, it sees a table another opener just made
+            // (`to_regclass` may answer from a catalog cache that does not).
+            let exists: bool = client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_class \
+                     WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)",
+                    &[&table.as_str()],
+                )
+                .await?
+                .try_get(0)?;
+            if exists {
+                let row = client
+                    .query_opt(
+                        &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
+                        &[&table.as_str()],
+                    )
+                    .await?;
+                return Ok(row.map(|_| false).ok_or(Orphan::NoSchemaRow));
+            }
             let inserted = client
                 .execute(
                     &format!(
@@ -117,12 +162,14 @@ impl Typed {
                     &[&table.as_str(), &fresh_text],
                 )
                 .await?;
-            if inserted == 1 {
-                client.batch_execute(&create_sql(&fresh, 0)).await?;
+            if inserted == 0 {
+                return Ok(Err(Orphan::NoTable));
             }
-            Ok(inserted == 1)
+            client.batch_execute(&create_sql(&fresh, 0)).await?;
+            Ok(Ok(true))
         })
-        .await?;
+        .await?
+        .map_err(|orphan| orphan.error(table.as_str()))?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
         let state = State {
