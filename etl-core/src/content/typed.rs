@@ -30,11 +30,13 @@ mod column;
 pub mod loader;
 mod schema;
 mod shred;
+mod split;
 mod time;
 
 pub use column::{meta_json, Cell, ColumnType, Misfit, UnknownType};
 pub use schema::{Column, Contract, Schema, SchemaOptions, Table, MAX_COLUMNS};
 pub use shred::{element_key, Refused, RowKeys, RowWriter, ShredError};
+pub use split::SplitWriter;
 pub use time::{timestamp_micros, update_micros};
 
 #[cfg(test)]
