@@ -7,9 +7,13 @@ use deltalake::arrow::array::{
     new_null_array, ArrayBuilder, ArrayRef, BooleanBuilder, Date32Builder, Float64Builder,
     Int64Builder, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondBuilder,
 };
+use deltalake::arrow::compute::concat_batches;
+use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::StructField;
-use etl_core::content::typed::{meta_json, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema};
+use etl_core::content::typed::{
+    meta_json, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema, SplitWriter,
+};
 use std::sync::Arc;
 
 use crate::columns::{arrow_schema, UTC};
@@ -115,6 +119,9 @@ struct Records {
 pub(crate) struct Builders {
     tables: Vec<TableRows>,
     records: Records,
+    /// Rows made on other cores after these ([`SplitWriter::append`]),
+    /// in order: each finished as its own batch, then concatenated.
+    later: Vec<Builders>,
 }
 
 /// One table's part of a batch, ready to append.
@@ -160,6 +167,14 @@ impl RowWriter for Builders {
     }
 }
 
+impl SplitWriter for Builders {
+    fn append(&mut self, mut later: Builders) {
+        let rest = std::mem::take(&mut later.later);
+        self.later.push(later);
+        self.later.extend(rest);
+    }
+}
+
 impl Builders {
     /// The resource's row just shredded: its id, update time (µs, UTC) and
     /// canonical text.
@@ -171,7 +186,10 @@ impl Builders {
 
     /// How many tables have rows.
     pub fn tables(&self) -> usize {
-        self.tables.len()
+        self.later
+            .iter()
+            .map(|part| part.tables.len())
+            .fold(self.tables.len(), usize::max)
     }
 
     /// Table `at`'s rows as a batch of its columns in `schema`, loaded at
@@ -183,9 +201,43 @@ impl Builders {
         schema: &Schema,
         loaded_at: i64,
     ) -> Result<TableBatch, ArrowError> {
-        let rows = std::mem::take(&mut self.tables[at]);
-        let n = rows.keys.len();
         let fields = table_fields(schema, at, None);
+        let target = arrow_schema(&fields);
+        let (mut keys, batch) = self.finish_part(at, &target, loaded_at)?;
+        if self.later.is_empty() {
+            return Ok(TableBatch {
+                keys,
+                fields,
+                batch,
+            });
+        }
+        let mut batches = vec![batch];
+        for part in &mut self.later {
+            let (more, batch) = part.finish_part(at, &target, loaded_at)?;
+            keys.extend(more);
+            batches.push(batch);
+        }
+        let batch = concat_batches(&target, &batches)?;
+        Ok(TableBatch {
+            keys,
+            fields,
+            batch,
+        })
+    }
+
+    /// This part's rows of table `at` (none if it has none), as a batch of
+    /// the columns `target`, and their keys.
+    fn finish_part(
+        &mut self,
+        at: usize,
+        target: &SchemaRef,
+        loaded_at: i64,
+    ) -> Result<(Vec<String>, RecordBatch), ArrowError> {
+        let rows = match self.tables.get_mut(at) {
+            Some(rows) => std::mem::take(rows),
+            None => TableRows::default(),
+        };
+        let n = rows.keys.len();
         let keys: ArrayRef = Arc::new(StringArray::from_iter_values(&rows.keys));
         let mut arrays: Vec<ArrayRef> = vec![keys];
         if at == 0 {
@@ -215,7 +267,6 @@ impl Builders {
                 n,
             ));
         }
-        let target = arrow_schema(&fields);
         let data = &target.fields()[arrays.len()..];
         let mut columns = rows.columns.into_iter();
         for field in data {
@@ -225,15 +276,89 @@ impl Builders {
             };
             arrays.push(array);
         }
-        let batch = RecordBatch::try_new(target, arrays)?;
-        Ok(TableBatch {
-            keys: rows.keys,
-            fields,
-            batch,
-        })
+        let batch = RecordBatch::try_new(target.clone(), arrays)?;
+        Ok((rows.keys, batch))
     }
 }
 
 fn finish_all<const N: usize>(columns: [Column; N], rows: usize) -> impl Iterator<Item = ArrayRef> {
     columns.into_iter().map(move |c| c.finish(rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etl_core::content::typed::SchemaOptions;
+
+    /// Issue-like records: a nested object, a list of objects and a list
+    /// of scalars, a member that arrives late and a misfit.
+    fn records(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                let late = match i {
+                    1_700 => r#","late":{"at":"2026-12-04T00:00:00Z"}"#,
+                    _ => "",
+                };
+                let number = match i % 500 {
+                    7 => format!("\"#{i}\""),
+                    _ => i.to_string(),
+                };
+                format!(
+                    r#"{{"number":{number},"user":{{"login":"u{i}","site_admin":{}}},"labels":[{{"name":"l{i}"}},{{"name":"bug","id":{i}}}],"tags":["a","b{i}"]{late}}}"#,
+                    i % 2 == 0
+                )
+            })
+            .collect()
+    }
+
+    /// Each table's batch of `records`, shredded in two loads: split on
+    /// the cores (`split`), or one record after another.
+    fn batches(records: &[String], split: bool) -> Vec<TableBatch> {
+        let mut schema = Schema::new("issues", SchemaOptions::default()).unwrap();
+        let each = |schema: &mut Schema, rows: &mut Builders, i: usize| {
+            let key = etl_core::content_id("row", &records[i]);
+            schema.shred(&records[i], &key, rows)?;
+            rows.record(Some(&i.to_string()), None, &records[i]);
+            Ok::<_, etl_core::content::typed::ShredError>(())
+        };
+        let mut loads = Vec::new();
+        for range in [0..1_000, 1_000..records.len()] {
+            let mut rows = Builders::default();
+            if split {
+                let at = range.start;
+                let (made, _) = schema
+                    .shred_batch(range.len(), |schema, rows, i| each(schema, rows, at + i))
+                    .unwrap();
+                rows = made;
+            } else {
+                for i in range {
+                    each(&mut schema, &mut rows, i).unwrap();
+                }
+            }
+            loads.push(rows);
+        }
+        let mut out = Vec::new();
+        for mut rows in loads {
+            for at in 0..rows.tables() {
+                out.push(rows.finish(at, &schema, 42).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rows_made_on_several_cores_are_the_rows_of_one_pass() {
+        let records = records(3_000);
+        let one = batches(&records, false);
+        let split = batches(&records, true);
+        assert_eq!(one.len(), split.len());
+        for (a, b) in one.iter().zip(&split) {
+            assert_eq!(a.keys, b.keys);
+            assert_eq!(a.fields, b.fields);
+            assert_eq!(a.batch, b.batch);
+        }
+        // Both loads' resource rows, and the late member's column.
+        assert_eq!(one[0].batch.num_rows() + one[3].batch.num_rows(), 3_000);
+        assert!(split[3].batch.column_by_name("late__at").is_some());
+    }
 }

@@ -418,6 +418,7 @@ impl CanonicalSink for DeltaSink {
                     )
                 },
                 table::Known::Nothing,
+                None,
             )
             .await
     }
@@ -451,6 +452,7 @@ impl RejectSink for DeltaSink {
                     )
                 },
                 table::Known::Nothing,
+                None,
             )
             .await?;
         #[cfg(feature = "metrics")]

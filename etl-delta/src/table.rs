@@ -31,6 +31,7 @@ use etl_core::EtlError;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
 
 use crate::columns::{arrow_schema, Columns};
 use crate::errors::{from_arrow, from_delta, lost_race};
@@ -57,6 +58,17 @@ pub(crate) enum Known {
     /// found new, and did not write before): only other writers' files
     /// are looked in.
     NeverWritten,
+}
+
+/// Data files written for the entries of an append before its commit
+/// ([`KeyedTable::stage`]), so that the files of several tables are
+/// written at once and committed one after another.
+pub(crate) struct Staged {
+    /// The version the entries were found new at.
+    at: Version,
+    /// The entries the files hold.
+    entries: Vec<usize>,
+    adds: Vec<Add>,
 }
 
 /// How many races one append may lose before it gives up with a transient
@@ -87,6 +99,10 @@ struct State {
     index: KeyIndex,
     /// The version of the shared `txn` the next commit carries.
     next_txn: i64,
+    /// The checkpoint being written, if one is: it runs beside the
+    /// writer's next work, and hands back the table read up to its
+    /// version ([`State::settle`]).
+    checkpointing: Option<JoinHandle<Option<DeltaTable>>>,
 }
 
 impl std::fmt::Debug for KeyedTable {
@@ -142,6 +158,7 @@ impl KeyedTable {
             checkpoint_every,
             index: KeyIndex::default(),
             next_txn: 0,
+            checkpointing: None,
         };
         state.sync(&columns, &shown).await?;
         state.read_txn(&shown).await?;
@@ -169,13 +186,20 @@ impl KeyedTable {
     /// by the same commit). `Ok` only once the commit is in the log.
     ///
     /// `known` is what the caller knows of the entries, so that they need
-    /// not all be looked up ([`Known`]).
+    /// not all be looked up ([`Known`]). `ahead` are files
+    /// [`KeyedTable::stage`] wrote for the same entries: they are
+    /// committed as they are while the table is still at the version they
+    /// were staged at, or while the entries still new are the same.
+    ///
+    /// A checkpoint this commit makes due is written beside the caller's
+    /// next work; the table's next append waits for it before its commit.
     pub async fn append(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
         known: Known,
+        ahead: Option<Staged>,
     ) -> Result<usize, EtlError> {
         let mut new_at = match known {
             Known::NewAt(version) => Some(version),
@@ -185,15 +209,17 @@ impl KeyedTable {
         let shown = self.shown();
         let key = self.columns.key();
         let mut state = self.state.lock().await;
+        state.settle().await;
         // The files written for the last attempt, and for which entries.
-        let mut staged: Option<(Vec<usize>, Vec<Add>)> = None;
+        let mut staged = ahead;
         // The table as this sink last saw it: another writer's commit since
         // then is found by the commit itself (the shared `txn` conflicts),
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
-            let fresh = match new_at.take() {
-                Some(version) if version == state.version => (0..keys.len()).collect(),
+            let fresh = match (new_at.take(), &staged) {
+                (_, Some(ahead)) if ahead.at == state.version => ahead.entries.clone(),
+                (Some(version), _) if version == state.version => (0..keys.len()).collect(),
                 _ => state.fresh(&self.columns, keys, shown, others_only).await?,
             };
             if fresh.is_empty() {
@@ -218,11 +244,23 @@ impl KeyedTable {
                 }
                 Err(e) if lost_race(&e) => {
                     tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
-                    staged = Some((fresh, adds));
+                    staged = Some(Staged {
+                        at: state.version,
+                        entries: fresh,
+                        adds,
+                    });
                     state.catch_up(&self.columns, shown).await?;
                 }
                 Err(e) => {
-                    discard(&store, Some((fresh, adds))).await;
+                    discard(
+                        &store,
+                        Some(Staged {
+                            at: state.version,
+                            entries: fresh,
+                            adds,
+                        }),
+                    )
+                    .await;
                     return Err(from_delta(e, "committing", shown));
                 }
             }
@@ -230,6 +268,48 @@ impl KeyedTable {
         Err(EtlError::Network(format!(
             "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
         )))
+    }
+
+    /// Writes the data files of an append of the entries with `keys`
+    /// ([`KeyedTable::append`] takes the same arguments) without
+    /// committing them: the append then commits them as they are, unless
+    /// the table moved on and other entries are new by then. The files
+    /// are encoded on a task of their own, so the files of several tables
+    /// are written at once. `None` when every entry is held.
+    pub async fn stage(
+        &self,
+        keys: &[String],
+        fields: &[StructField],
+        build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
+        known: Known,
+    ) -> Result<Option<Staged>, EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        let fresh = match known {
+            Known::NewAt(version) if version == state.version => (0..keys.len()).collect(),
+            known => {
+                let others_only = matches!(known, Known::NeverWritten);
+                state.fresh(&self.columns, keys, shown, others_only).await?
+            }
+        };
+        if fresh.is_empty() {
+            return Ok(None);
+        }
+        let (adds, _) = state
+            .stage(&fresh, None, (fields, &build), self.columns.key(), shown)
+            .await?;
+        Ok(Some(Staged {
+            at: state.version,
+            entries: fresh,
+            adds,
+        }))
+    }
+
+    /// Deletes files [`KeyedTable::stage`] wrote that will not be
+    /// committed (best effort, as they are not part of the table).
+    pub async fn discard(&self, staged: Option<Staged>) {
+        let store = self.store().await;
+        discard(&store, staged).await;
     }
 
     /// Which of the entries with `keys` the table does not hold (the index
@@ -410,7 +490,7 @@ impl State {
     async fn stage(
         &mut self,
         fresh: &[usize],
-        staged: Option<(Vec<usize>, Vec<Add>)>,
+        staged: Option<Staged>,
         (fields, build): (
             &[StructField],
             &impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
@@ -421,7 +501,7 @@ impl State {
         let grown = grown(&self.schema, fields, false)
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
         let adds = match staged {
-            Some((entries, adds)) if entries == fresh => adds,
+            Some(Staged { entries, adds, .. }) if entries == fresh => adds,
             earlier => {
                 discard(&self.table.object_store(), earlier).await;
                 let batch = build(fresh).map_err(|e| from_arrow(e, shown))?;
@@ -444,7 +524,8 @@ impl State {
 
     /// Writes `batch` as data files, not yet part of the table. Its
     /// columns may be more than the table's: a commit with a metaData
-    /// action adds them.
+    /// action adds them. The encoding runs on a task of its own, so that
+    /// several tables' files are encoded on as many cores.
     async fn write(
         &self,
         batch: RecordBatch,
@@ -456,11 +537,20 @@ impl State {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(key, rows));
-        writer
-            .write_with_mode(batch, WriteMode::MergeSchema)
-            .await
-            .map_err(fail)?;
-        writer.flush().await.map_err(fail)
+        let written = tokio::spawn(async move {
+            writer
+                .write_with_mode(batch, WriteMode::MergeSchema)
+                .await?;
+            writer.flush().await
+        });
+        match written.await {
+            Ok(adds) => adds.map_err(fail),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down.
+            Err(e) => Err(EtlError::Io(std::io::Error::other(format!(
+                "Delta table {shown}: writing a data file: {e}"
+            )))),
+        }
     }
 
     /// The shared `txn`'s version the table holds, plus one.
@@ -497,24 +587,50 @@ impl State {
             self.metadata = metadata;
         }
         if (version + 1).is_multiple_of(self.checkpoint_every) {
-            self.checkpoint(version).await;
+            // One checkpoint at a time (an earlier one is long done: they
+            // are this many commits apart).
+            self.settle().await;
+            self.checkpointing = Some(tokio::spawn(checkpoint(self.table.clone(), version)));
         }
         Ok(())
     }
 
-    /// Writes the checkpoint of `version` and removes the log entries past
-    /// the table's retention, as Delta writers do every so many commits,
-    /// so that readers (and this writer's next open) read one file, not
-    /// the whole log. The commit is in already: a checkpoint that fails is
-    /// only a slower read, and is logged, not returned.
-    async fn checkpoint(&mut self, version: Version) {
-        let done = async {
-            self.table.update_incremental(Some(version)).await?;
-            checkpoints::create_checkpoint(&self.table, None).await?;
-            checkpoints::cleanup_metadata(&self.table, None).await
+    /// Waits for the checkpoint being written, if one is, so that a
+    /// commit is never more than one checkpoint ahead of the store (and a
+    /// load that follows the one that made it due finds it written).
+    async fn settle(&mut self) {
+        let Some(pending) = self.checkpointing.take() else {
+            return;
         };
-        if let Err(e) = done.await {
+        match pending.await {
+            // The table read up to the checkpoint's version: the next
+            // refresh reads the log from there.
+            Ok(Some(table)) if table.version() > self.table.version() => self.table = table,
+            Ok(_) => {}
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down.
+            Err(e) => tracing::warn!(error = %e, "a Delta checkpoint was not written"),
+        }
+    }
+}
+
+/// Writes the checkpoint of `version` and removes the log entries past
+/// the table's retention, as Delta writers do every so many commits, so
+/// that readers (and this writer's next open) read one file, not the whole
+/// log; returns the table read up to `version`. The commit is in already:
+/// a checkpoint that fails is only a slower read, and is logged, not
+/// returned.
+async fn checkpoint(mut table: DeltaTable, version: Version) -> Option<DeltaTable> {
+    let done = async {
+        table.update_incremental(Some(version)).await?;
+        checkpoints::create_checkpoint(&table, None).await?;
+        checkpoints::cleanup_metadata(&table, None).await
+    };
+    match done.await {
+        Ok(_) => Some(table),
+        Err(e) => {
             tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
+            None
         }
     }
 }
@@ -644,8 +760,8 @@ fn data_file(add: &Add) -> DataFile {
 /// Deletes data files that were written but will never be committed (best
 /// effort: a file left behind is not part of the table, and VACUUM removes
 /// it).
-async fn discard(store: &Arc<dyn ObjectStore>, staged: Option<(Vec<usize>, Vec<Add>)>) {
-    for add in staged.map(|(_, adds)| adds).unwrap_or_default() {
+async fn discard(store: &Arc<dyn ObjectStore>, staged: Option<Staged>) {
+    for add in staged.map(|s| s.adds).unwrap_or_default() {
         let path = data_file(&add).path;
         if let Err(e) = store.delete(&path).await {
             tracing::debug!(file = %path, error = %e, "an uncommitted data file was left behind");

@@ -23,6 +23,7 @@ use etl_core::content::typed::{
 };
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
+use futures_util::future::join_all;
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
 use std::time::SystemTime;
@@ -32,7 +33,7 @@ use crate::builders::{Builders, TableBatch};
 use crate::columns::{micros, Columns};
 use crate::errors::from_arrow;
 use crate::location::Location;
-use crate::table::{KeyedTable, Known};
+use crate::table::{KeyedTable, Known, Staged};
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
 /// the family's schema.
@@ -260,6 +261,10 @@ impl Typed {
     /// Commits a load's rows: the child tables' first, then the resource's
     /// (`known`: the version its records were found new at, and what is
     /// known of their child rows). Returns how many records were new.
+    ///
+    /// Every table's data files are written at once (each on a task of its
+    /// own), then committed one table after another, the deepest first: a
+    /// row is only ever committed after every row below it.
     async fn commit(
         &self,
         root: &KeyedTable,
@@ -269,28 +274,40 @@ impl Typed {
     ) -> Result<usize, EtlError> {
         let loaded_at = micros(SystemTime::now()).unwrap_or(0);
         let shown = &self.at.shown;
-        // The deepest tables first: a row is only ever committed after
-        // every row below it.
-        for at in (1..batch.tables()).rev() {
+        let mut parts = Vec::new();
+        for at in (0..batch.tables()).rev() {
             let part = batch
                 .finish(at, &state.schema, loaded_at)
                 .map_err(|e| from_arrow(e, shown))?;
-            if part.keys.is_empty() {
-                continue;
+            if at > 0 {
+                if part.keys.is_empty() {
+                    continue;
+                }
+                self.child(state, at).await?;
             }
-            let child = self.child(state, at).await?;
-            append(child, part, children).await?;
-        }
-        match batch.tables() {
-            0 => Ok(0),
-            _ => {
-                let part = batch
-                    .finish(0, &state.schema, loaded_at)
-                    .map_err(|e| from_arrow(e, shown))?;
+            let known = match at {
                 // Every row is of a record new at `at_version`.
-                append(root, part, Known::NewAt(at_version)).await
-            }
+                0 => Known::NewAt(at_version),
+                _ => children,
+            };
+            parts.push((at, part, known));
         }
+        let tables: Vec<&KeyedTable> = parts
+            .iter()
+            .map(|&(at, ..)| match at {
+                0 => root,
+                _ => &state.children[state.schema.tables()[at].name()],
+            })
+            .collect();
+        let staged = join_all(
+            parts
+                .iter()
+                .zip(&tables)
+                .map(|((_, part, known), table)| stage(table, part, *known)),
+        )
+        .await;
+        let result = commit_staged(&tables, parts, staged).await;
+        result
     }
 
     /// Makes the batch's rows, and commits the schema they grow to the
@@ -331,6 +348,8 @@ impl Typed {
         }
     }
 
+    /// The batch's rows of the records `fresh`, on every core when they
+    /// are many, and the records a frozen schema refused, as rejects.
     fn shred<T: Record>(
         &self,
         schema: &mut Schema,
@@ -338,27 +357,27 @@ impl Typed {
         encoded: &[KeyedJson],
         fresh: &[usize],
     ) -> Result<(Builders, Vec<Reject>), EtlError> {
-        let mut batch = Builders::default();
-        let mut refused = Vec::new();
-        for &i in fresh {
-            let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
-            match schema.shred(json, key, &mut batch) {
-                Ok(()) => {
-                    let id = row.record_id();
-                    batch.record(id.as_deref(), update_micros(row, key), json);
+        let (batch, refused) =
+            schema.shred_batch(fresh.len(), |schema, batch: &mut Builders, n| {
+                let i = fresh[n];
+                let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
+                match schema.shred(json, key, batch) {
+                    Ok(()) => {
+                        let id = row.record_id();
+                        batch.record(id.as_deref(), update_micros(row, key), json);
+                        Ok(None)
+                    }
+                    // Refused before the batch saw any of it.
+                    Err(ShredError::Refused(why)) => Reject::new(
+                        json.as_str(),
+                        why.to_string(),
+                        format!("Delta table {}", self.at.shown),
+                    )
+                    .map(Some),
+                    Err(ShredError::Json(e)) => Err(EtlError::Parse(format!("record {key}: {e}"))),
                 }
-                // Refused before the batch saw any of it.
-                Err(ShredError::Refused(why)) => refused.push(Reject::new(
-                    json.as_str(),
-                    why.to_string(),
-                    format!("Delta table {}", self.at.shown),
-                )?),
-                Err(ShredError::Json(e)) => {
-                    return Err(EtlError::Parse(format!("record {key}: {e}")));
-                }
-            }
-        }
-        Ok((batch, refused))
+            })?;
+        Ok((batch, refused.into_iter().flatten().collect()))
     }
 
     /// The child table `at` of the family, opened (and created) on first
@@ -389,17 +408,65 @@ pub(crate) fn read(
     })
 }
 
-/// Appends the rows of `part` that `table` lacks (`known`: as
-/// [`KeyedTable::append`] takes it).
-async fn append(table: &KeyedTable, part: TableBatch, known: Known) -> Result<usize, EtlError> {
+/// Writes the data files of the rows of `part` that `table` lacks,
+/// not yet committed (`known`: as [`KeyedTable::append`] takes it).
+async fn stage(
+    table: &KeyedTable,
+    part: &TableBatch,
+    known: Known,
+) -> Result<Option<Staged>, EtlError> {
     let TableBatch {
         keys,
         fields,
         batch,
     } = part;
     table
-        .append(&keys, &fields, |fresh| rows_at(&batch, fresh), known)
+        .stage(keys, fields, |fresh| rows_at(batch, fresh), known)
         .await
+}
+
+/// Commits the `staged` files of each table's `parts`, in order, and
+/// returns how many rows of the last (the resource's) were new. A
+/// failure leaves the tables after it untouched, their files deleted.
+async fn commit_staged(
+    tables: &[&KeyedTable],
+    parts: Vec<(usize, TableBatch, Known)>,
+    staged: Vec<Result<Option<Staged>, EtlError>>,
+) -> Result<usize, EtlError> {
+    let mut failed = None;
+    let mut ready = Vec::with_capacity(staged.len());
+    for files in staged {
+        match files {
+            Ok(files) => ready.push(files),
+            Err(e) => {
+                failed.get_or_insert(e);
+                ready.push(None);
+            }
+        }
+    }
+    let mut new = 0;
+    for ((table, (_, part, known)), files) in tables.iter().zip(parts).zip(ready) {
+        if failed.is_some() {
+            table.discard(files).await;
+            continue;
+        }
+        let TableBatch {
+            keys,
+            fields,
+            batch,
+        } = part;
+        match table
+            .append(&keys, &fields, |fresh| rows_at(&batch, fresh), known, files)
+            .await
+        {
+            Ok(n) => new = n,
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(new),
+    }
 }
 
 /// The rows of `batch` at `fresh` (all of them without a copy).
