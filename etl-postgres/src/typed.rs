@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use etl_core::content::naming::{fit, POSTGRES_MAX_BYTES};
 use etl_core::content::typed::{
     loader, meta_json, update_micros, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema,
-    SchemaOptions, ShredError, Table,
+    SchemaOptions, ShredError, SplitWriter, Table,
 };
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
@@ -289,15 +289,17 @@ impl Typed {
         Ok(true)
     }
 
+    /// The batch's rows of `rows`, on every core when they are many; the
+    /// records a frozen schema refused are its rejects.
     fn shred<T: Record>(
         &self,
         schema: &mut Schema,
         rows: &[T],
         encoded: &[KeyedJson],
     ) -> Result<Batch, EtlError> {
-        let mut batch = Batch::default();
-        for (row, KeyedJson { key, json }) in rows.iter().zip(encoded) {
-            match schema.shred(json, key, &mut batch) {
+        let (batch, _) = schema.shred_batch(rows.len(), |schema, batch: &mut Batch, i| {
+            let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
+            match schema.shred(json, key, batch) {
                 Ok(()) => batch.record(row, key, json),
                 // Refused before the batch saw any of it.
                 Err(ShredError::Refused(refused)) => {
@@ -312,7 +314,8 @@ impl Typed {
                     return Err(EtlError::Parse(format!("record {key}: {e}")));
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(batch)
     }
 }
@@ -469,6 +472,7 @@ fn view_sql(schema: &Schema, table: &Table) -> String {
 }
 
 /// One column's values in a batch, as the array PostgreSQL receives.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 enum Values {
     Bool(Vec<Option<bool>>),
     Bigint(Vec<Option<i64>>),
@@ -491,6 +495,19 @@ impl Values {
             ColumnType::Date => Values::Date(Vec::new()),
             ColumnType::Text => Values::Text(Vec::new()),
             ColumnType::Json => Values::Json(Vec::new()),
+        }
+    }
+
+    /// No values, of this one's type.
+    fn empty(&self) -> Values {
+        match self {
+            Values::Bool(_) => Values::Bool(Vec::new()),
+            Values::Bigint(_) => Values::Bigint(Vec::new()),
+            Values::Double(_) => Values::Double(Vec::new()),
+            Values::Timestamp(_) => Values::Timestamp(Vec::new()),
+            Values::Date(_) => Values::Date(Vec::new()),
+            Values::Text(_) => Values::Text(Vec::new()),
+            Values::Json(_) => Values::Json(Vec::new()),
         }
     }
 
@@ -537,6 +554,22 @@ impl Values {
         }
     }
 
+    /// Appends `later`'s values after these (of the same column: the
+    /// same type).
+    fn append(&mut self, later: Values) {
+        match (self, later) {
+            (Values::Bool(v), Values::Bool(w)) => v.extend(w),
+            (Values::Bigint(v), Values::Bigint(w)) => v.extend(w),
+            (Values::Double(v), Values::Double(w)) => v.extend(w),
+            (Values::Timestamp(v), Values::Timestamp(w)) => v.extend(w),
+            (Values::Date(v), Values::Date(w)) => v.extend(w),
+            (Values::Text(v), Values::Text(w)) | (Values::Json(v), Values::Json(w)) => v.extend(w),
+            // One column has one type in every part of a batch (they share
+            // the schema); were it not so, NULLs rather than a failed load.
+            (_, _) => {}
+        }
+    }
+
     /// The array parameter, its SQL array type, and how a value of it is
     /// selected (`{}` is the value).
     fn param(&self) -> (&(dyn ToSql + Sync), &'static str, &'static str) {
@@ -563,6 +596,7 @@ fn micros_to_time(micros: i64) -> SystemTime {
 
 /// One table's rows of a batch.
 #[derive(Default)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct TableRows {
     keys: Vec<String>,
     parents: Vec<String>,
@@ -572,6 +606,26 @@ struct TableRows {
 }
 
 impl TableRows {
+    /// Appends `later`'s rows after these.
+    fn append(&mut self, later: TableRows) {
+        // Each column is padded to the rows before `later`'s first: a
+        // column holds a value a row up to its last value only.
+        let n = self.keys.len();
+        if self.columns.len() < later.columns.len() {
+            self.columns.resize_with(later.columns.len(), || None);
+        }
+        for (values, more) in self.columns.iter_mut().zip(later.columns) {
+            let Some(more) = more else { continue };
+            let values = values.get_or_insert_with(|| more.empty());
+            values.pad(n);
+            values.append(more);
+        }
+        self.keys.extend(later.keys);
+        self.parents.extend(later.parents);
+        self.roots.extend(later.roots);
+        self.idx.extend(later.idx);
+    }
+
     /// Keeps the child rows whose record's key is in `roots`.
     fn keep_children_of(&mut self, roots: &HashSet<String>) {
         let keep: Vec<bool> = self.roots.iter().map(|r| roots.contains(r)).collect();
@@ -640,6 +694,23 @@ impl RowWriter for Batch {
         if table == 0 {
             self.metas.push(meta_json(misfits));
         }
+    }
+}
+
+impl SplitWriter for Batch {
+    fn append(&mut self, later: Batch) {
+        if self.tables.len() < later.tables.len() {
+            self.tables
+                .resize_with(later.tables.len(), TableRows::default);
+        }
+        for (rows, more) in self.tables.iter_mut().zip(later.tables) {
+            rows.append(more);
+        }
+        self.ids.extend(later.ids);
+        self.updated.extend(later.updated);
+        self.texts.extend(later.texts);
+        self.metas.extend(later.metas);
+        self.refused.extend(later.refused);
     }
 }
 
@@ -773,5 +844,72 @@ impl<'a> Arrays<'a> {
             arrays.join(", "),
             aliases.join(", "),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records with a nested object, lists of objects and of scalars, a
+    /// member that arrives late and a misfit.
+    fn records(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                let late = match i {
+                    1_700 => r#","late":{"n":1.5}"#,
+                    _ => "",
+                };
+                let number = match i % 500 {
+                    7 => format!("\"#{i}\""),
+                    _ => i.to_string(),
+                };
+                format!(
+                    r#"{{"number":{number},"user":{{"login":"u{i}"}},"labels":[{{"name":"l{i}"}},{{"id":{i}}}],"tags":["a","b{i}"]{late}}}"#
+                )
+            })
+            .collect()
+    }
+
+    /// Each load's tables, each column padded to its rows: the records
+    /// in two loads, split on the cores or one after another.
+    fn loads(records: &[String], split: bool) -> Vec<(Vec<TableRows>, Vec<Option<String>>)> {
+        let mut schema = Schema::new("issues", SchemaOptions::postgres()).unwrap();
+        let each = |schema: &mut Schema, batch: &mut Batch, i: usize| {
+            let key = etl_core::content_id("row", &records[i]);
+            schema.shred(&records[i], &key, batch)
+        };
+        let mut loads = Vec::new();
+        for range in [0..1_000, 1_000..records.len()] {
+            let mut batch = Batch::default();
+            if split {
+                let at = range.start;
+                batch = schema
+                    .shred_batch(range.len(), |schema, batch, i| each(schema, batch, at + i))
+                    .unwrap()
+                    .0;
+            } else {
+                for i in range {
+                    each(&mut schema, &mut batch, i).unwrap();
+                }
+            }
+            for rows in &mut batch.tables {
+                let n = rows.keys.len();
+                for values in rows.columns.iter_mut().flatten() {
+                    values.pad(n);
+                }
+            }
+            loads.push((batch.tables, batch.metas));
+        }
+        loads
+    }
+
+    #[test]
+    fn rows_made_on_several_cores_are_the_rows_of_one_pass() {
+        let records = records(3_000);
+        let one = loads(&records, false);
+        assert_eq!(loads(&records, true), one);
+        assert_eq!(one[0].0[0].keys.len() + one[1].0[0].keys.len(), 3_000);
+        assert_eq!(one[1].0[2].keys.len(), 4_000, "two tags a record");
     }
 }
