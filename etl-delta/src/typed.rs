@@ -306,8 +306,7 @@ impl Typed {
                 .map(|((_, part, known), table)| stage(table, part, *known)),
         )
         .await;
-        let result = commit_staged(&tables, parts, staged).await;
-        result
+        commit_staged(&tables, parts, staged).await
     }
 
     /// Makes the batch's rows, and commits the schema they grow to the
