@@ -32,6 +32,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::columns::{arrow_schema, Columns};
 use crate::errors::{from_arrow, from_delta, lost_race};
@@ -537,12 +538,15 @@ impl State {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(key, rows));
-        let written = tokio::spawn(async move {
-            writer
-                .write_with_mode(batch, WriteMode::MergeSchema)
-                .await?;
-            writer.flush().await
-        });
+        let written = tokio::spawn(
+            async move {
+                writer
+                    .write_with_mode(batch, WriteMode::MergeSchema)
+                    .await?;
+                writer.flush().await
+            }
+            .in_current_span(),
+        );
         match written.await {
             Ok(adds) => adds.map_err(fail),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -590,7 +594,8 @@ impl State {
             // One checkpoint at a time (an earlier one is long done: they
             // are this many commits apart).
             self.settle().await;
-            self.checkpointing = Some(tokio::spawn(checkpoint(self.table.clone(), version)));
+            let task = checkpoint(self.table.clone(), version).in_current_span();
+            self.checkpointing = Some(tokio::spawn(task));
         }
         Ok(())
     }
