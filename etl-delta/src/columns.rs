@@ -21,6 +21,8 @@ pub(crate) struct Columns {
     /// Whether the table may hold more (a typed table's data columns,
     /// which grow with its records).
     grows: bool,
+    /// The column holding each entry's JSON text, if one does.
+    text: Option<&'static str>,
 }
 
 impl Columns {
@@ -34,6 +36,7 @@ impl Columns {
             StructField::new("loaded_at", DataType::TIMESTAMP, false),
             StructField::new("row", DataType::STRING, false),
         ])
+        .with_text("row")
     }
 
     /// The rejects table: `reject_key`, `raw` (the entry as sent), `error`,
@@ -46,6 +49,7 @@ impl Columns {
             StructField::new("source", DataType::STRING, false),
             StructField::new("rejected_at", DataType::TIMESTAMP, false),
         ])
+        .with_text("raw")
     }
 
     fn fixed(fields: Vec<StructField>) -> Self {
@@ -54,6 +58,7 @@ impl Columns {
             fields,
             fixed,
             grows: false,
+            text: None,
         }
     }
 
@@ -65,7 +70,21 @@ impl Columns {
             fixed: loader.min(fields.len()),
             fields,
             grows: true,
+            text: None,
         }
+    }
+
+    /// These columns, `name` holding each entry's JSON text (the record or
+    /// the rejected entry as it came): written without a dictionary or
+    /// statistics, which such text gains nothing from.
+    pub fn with_text(mut self, name: &'static str) -> Self {
+        self.text = Some(name);
+        self
+    }
+
+    /// The column holding each entry's JSON text, if one does.
+    pub fn text(&self) -> Option<&str> {
+        self.text
     }
 
     /// The Delta fields, for creating the table.

@@ -18,7 +18,7 @@ use deltalake::logstore::parquet_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::bloom_filter::Sbbf;
-use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::{ObjectStore, Path};
 use etl_core::EtlError;
@@ -65,15 +65,25 @@ pub(crate) struct KeyIndex {
 }
 
 /// Parquet properties for a file of `rows` entries whose key column is
-/// `key`: a bloom filter on it, sized for those entries.
-pub(crate) fn writer_properties(key: &str, rows: usize) -> WriterProperties {
+/// `key`: a bloom filter on it, sized for those entries. The column
+/// `text`, each entry's JSON text, is written plain and without
+/// statistics: its values are all different, so a dictionary only costs
+/// (every value hashed, then a dictionary as large as the column), and no
+/// reader skips files by the least and greatest of a JSON text.
+pub(crate) fn writer_properties(key: &str, text: Option<&str>, rows: usize) -> WriterProperties {
     let column = ColumnPath::from(key);
-    WriterProperties::builder()
+    let mut properties = WriterProperties::builder()
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
-        .set_column_bloom_filter_max_ndv(column, rows.max(1) as u64)
-        .build()
+        .set_column_bloom_filter_max_ndv(column, rows.max(1) as u64);
+    if let Some(text) = text {
+        let text = ColumnPath::from(text);
+        properties = properties
+            .set_column_dictionary_enabled(text.clone(), false)
+            .set_column_statistics_enabled(text, EnabledStatistics::None);
+    }
+    properties.build()
 }
 
 impl KeyIndex {
@@ -344,4 +354,47 @@ async fn read_keys(
         );
     }
     Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::arrow::array::{RecordBatch, StringArray};
+    use deltalake::arrow::datatypes::{Field, Schema};
+    use deltalake::parquet::arrow::ArrowWriter;
+    use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+
+    #[test]
+    fn the_text_column_is_written_plain_and_the_key_with_its_filter() {
+        let n = 1_000;
+        let keys: Vec<String> = (0..n).map(|i| format!("key-{i}")).collect();
+        let texts: Vec<String> = (0..n).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", ArrowType::Utf8, false),
+            Field::new("row", ArrowType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(StringArray::from(texts)),
+            ],
+        )
+        .unwrap();
+        let file = tempfile::tempfile().unwrap();
+        let properties = writer_properties("k", Some("row"), n);
+        let into = file.try_clone().unwrap();
+        let mut writer = ArrowWriter::try_new(into, schema, Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let reader = SerializedFileReader::new(file).unwrap();
+        let group = reader.metadata().row_group(0);
+        let (key, text) = (group.column(0), group.column(1));
+        assert!(key.bloom_filter_offset().is_some(), "the key's filter");
+        assert!(key.statistics().is_some());
+        assert!(key.dictionary_page_offset().is_some());
+        assert!(text.statistics().is_none(), "no least and greatest text");
+        assert!(text.dictionary_page_offset().is_none(), "no dictionary");
+    }
 }

@@ -208,7 +208,6 @@ impl KeyedTable {
         };
         let others_only = matches!(known, Known::NeverWritten);
         let shown = self.shown();
-        let key = self.columns.key();
         let mut state = self.state.lock().await;
         state.settle().await;
         // The files written for the last attempt, and for which entries.
@@ -228,7 +227,13 @@ impl KeyedTable {
                 return Ok(0);
             }
             let (adds, metadata) = state
-                .stage(&fresh, staged.take(), (fields, &build), key, shown)
+                .stage(
+                    &fresh,
+                    staged.take(),
+                    (fields, &build),
+                    &self.columns,
+                    shown,
+                )
                 .await?;
             match state.commit(&adds, metadata).await {
                 Ok(()) => {
@@ -297,7 +302,7 @@ impl KeyedTable {
             return Ok(None);
         }
         let (adds, _) = state
-            .stage(&fresh, None, (fields, &build), self.columns.key(), shown)
+            .stage(&fresh, None, (fields, &build), &self.columns, shown)
             .await?;
         Ok(Some(Staged {
             at: state.version,
@@ -496,7 +501,7 @@ impl State {
             &[StructField],
             &impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
         ),
-        key: &str,
+        columns: &Columns,
         shown: &str,
     ) -> Result<(Vec<Add>, Option<Metadata>), EtlError> {
         let grown = grown(&self.schema, fields, false)
@@ -508,7 +513,7 @@ impl State {
                 let batch = build(fresh).map_err(|e| from_arrow(e, shown))?;
                 let schema = grown.as_ref().unwrap_or(&self.schema);
                 let batch = conform(batch, schema).map_err(|e| from_arrow(e, shown))?;
-                self.write(batch, key, fresh.len(), shown).await?
+                self.write(batch, columns, fresh.len(), shown).await?
             }
         };
         let metadata = match grown {
@@ -530,14 +535,14 @@ impl State {
     async fn write(
         &self,
         batch: RecordBatch,
-        key: &str,
+        columns: &Columns,
         rows: usize,
         shown: &str,
     ) -> Result<Vec<Add>, EtlError> {
         let fail = |e| from_delta(e, "writing a data file", shown);
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
-            .with_writer_properties(writer_properties(key, rows));
+            .with_writer_properties(writer_properties(columns.key(), columns.text(), rows));
         let written = tokio::spawn(
             async move {
                 writer

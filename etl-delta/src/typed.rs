@@ -171,7 +171,7 @@ impl Typed {
     pub(crate) fn fresh_columns(name: &str, options: &SchemaOptions) -> Result<Columns, EtlError> {
         let fresh = Schema::new(name, options.clone()).map_err(EtlError::InvalidInput)?;
         let fields = table_fields(&fresh, 0, Some(&fresh.to_json()));
-        Ok(Columns::growing(fields, loader::RECORD_COLUMNS.len()))
+        Ok(Columns::growing(fields, loader::RECORD_COLUMNS.len()).with_text(loader::ROW))
     }
 
     /// The family of the resource table `root` (opened with
