@@ -202,11 +202,6 @@ impl KeyedTable {
         known: Known,
         ahead: Option<Staged>,
     ) -> Result<usize, EtlError> {
-        let mut new_at = match known {
-            Known::NewAt(version) => Some(version),
-            _ => None,
-        };
-        let others_only = matches!(known, Known::NeverWritten);
         let shown = self.shown();
         let mut state = self.state.lock().await;
         state.settle().await;
@@ -217,11 +212,9 @@ impl KeyedTable {
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
-            let fresh = match (new_at.take(), &staged) {
-                (_, Some(ahead)) if ahead.at == state.version => ahead.entries.clone(),
-                (Some(version), _) if version == state.version => (0..keys.len()).collect(),
-                _ => state.fresh(&self.columns, keys, shown, others_only).await?,
-            };
+            let fresh = state
+                .still_new(&self.columns, keys, known, staged.as_ref(), shown)
+                .await?;
             if fresh.is_empty() {
                 discard(&store, staged.take()).await;
                 return Ok(0);
@@ -235,23 +228,16 @@ impl KeyedTable {
                     shown,
                 )
                 .await?;
+            let at = state.version;
             match state.commit(&adds, metadata).await {
                 Ok(()) => {
-                    // Every file of the commit gets a filter of all its
-                    // keys: where the writer split them over several files,
-                    // a probe's hit is confirmed against the file's own
-                    // key column, so an unneeded hit costs a read, never a
-                    // wrong answer.
-                    let written: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
-                    for add in &adds {
-                        state.index.add_written(data_file(add), &written);
-                    }
+                    state.note_written(&adds, keys, &fresh);
                     return Ok(fresh.len());
                 }
                 Err(e) if lost_race(&e) => {
                     tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
                     staged = Some(Staged {
-                        at: state.version,
+                        at,
                         entries: fresh,
                         adds,
                     });
@@ -261,7 +247,7 @@ impl KeyedTable {
                     discard(
                         &store,
                         Some(Staged {
-                            at: state.version,
+                            at,
                             entries: fresh,
                             adds,
                         }),
@@ -291,13 +277,9 @@ impl KeyedTable {
     ) -> Result<Option<Staged>, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
-        let fresh = match known {
-            Known::NewAt(version) if version == state.version => (0..keys.len()).collect(),
-            known => {
-                let others_only = matches!(known, Known::NeverWritten);
-                state.fresh(&self.columns, keys, shown, others_only).await?
-            }
-        };
+        let fresh = state
+            .still_new(&self.columns, keys, known, None, shown)
+            .await?;
         if fresh.is_empty() {
             return Ok(None);
         }
@@ -384,6 +366,40 @@ impl KeyedTable {
 }
 
 impl State {
+    /// The entries of `keys` an append commits now: those `staged` was
+    /// written for while the table is still at the version they were
+    /// found new at; all of them while it is at the version `known` found
+    /// them new at; otherwise those the table does not hold.
+    async fn still_new(
+        &mut self,
+        columns: &Columns,
+        keys: &[String],
+        known: Known,
+        staged: Option<&Staged>,
+        shown: &str,
+    ) -> Result<Vec<usize>, EtlError> {
+        match (known, staged) {
+            (_, Some(staged)) if staged.at == self.version => Ok(staged.entries.clone()),
+            (Known::NewAt(version), _) if version == self.version => Ok((0..keys.len()).collect()),
+            (known, _) => {
+                let others_only = matches!(known, Known::NeverWritten);
+                self.fresh(columns, keys, shown, others_only).await
+            }
+        }
+    }
+
+    /// Notes the keys of the entries `fresh` as held by the files `adds`
+    /// just committed. Every file gets a filter of all of them: where the
+    /// writer split them over several files, a probe's hit is confirmed
+    /// against the file's own key column, so an unneeded hit costs a read,
+    /// never a wrong answer.
+    fn note_written(&mut self, adds: &[Add], keys: &[String], fresh: &[usize]) {
+        let written: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
+        for add in adds {
+            self.index.add_written(data_file(add), &written);
+        }
+    }
+
     /// The index of the first of each of `keys` the table does not hold,
     /// as this writer knows the table (`others_only`: as
     /// [`KeyIndex::held`] takes it).

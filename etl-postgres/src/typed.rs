@@ -93,17 +93,7 @@ impl Typed {
         table: &TableName,
         options: SchemaOptions,
     ) -> Result<Option<Typed>, EtlError> {
-        let json_shape =
-            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) \
-             AND attname = 'content_key' AND NOT attisdropped)";
-        let row = client
-            .query_one(json_shape, &[&table.quoted()])
-            .await
-            .map_err(|e| errors::from_pg_plain(&e))?;
-        if row
-            .try_get::<_, bool>(0)
-            .map_err(|e| errors::from_pg_plain(&e))?
-        {
+        if json_shape(client, table).await? {
             return Ok(None);
         }
         let fresh = Schema::new(table.as_str(), options.clone()).map_err(EtlError::InvalidInput)?;
@@ -115,61 +105,8 @@ impl Typed {
             )));
         }
         let fresh_text = fresh.to_json();
-        // Under a lock of its own: every family shares it.
-        let schema_table = TableName::new(SCHEMA_TABLE)?;
-        table::locked(client, &schema_table, async {
-            client
-                .batch_execute(&format!(
-                    "CREATE TABLE IF NOT EXISTS {} (
-                         table_name text PRIMARY KEY,
-                         schema text NOT NULL,
-                         changed_at timestamptz NOT NULL DEFAULT now())",
-                    quote(SCHEMA_TABLE)
-                ))
-                .await
-        })
-        .await?;
-        let made = table::locked(client, table, async {
-            // The table and its schema row are made in one transaction, so
-            // one without the other was changed by hand: it is named, and
-            // nothing is written.
-            // Read from pg_class under this statement's snapshot: taken
-            // after the lock, it sees a table another opener just made
-            // (`to_regclass` may answer from a catalog cache that does not).
-            let exists: bool = client
-                .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM pg_class \
-                     WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)",
-                    &[&table.as_str()],
-                )
-                .await?
-                .try_get(0)?;
-            if exists {
-                let row = client
-                    .query_opt(
-                        &format!("SELECT 1 FROM {} WHERE table_name = $1", quote(SCHEMA_TABLE)),
-                        &[&table.as_str()],
-                    )
-                    .await?;
-                return Ok(row.map(|_| false).ok_or(Orphan::NoSchemaRow));
-            }
-            let inserted = client
-                .execute(
-                    &format!(
-                        "INSERT INTO {} (table_name, schema) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        quote(SCHEMA_TABLE)
-                    ),
-                    &[&table.as_str(), &fresh_text],
-                )
-                .await?;
-            if inserted == 0 {
-                return Ok(Err(Orphan::NoTable));
-            }
-            client.batch_execute(&create_sql(&fresh, 0)).await?;
-            Ok(Ok(true))
-        })
-        .await?
-        .map_err(|orphan| orphan.error(table.as_str()))?;
+        create_schema_table(client).await?;
+        let made = make_family(client, table, &fresh, &fresh_text).await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
         let state = State {
@@ -318,6 +255,89 @@ impl Typed {
         })?;
         Ok(batch)
     }
+}
+
+/// Whether `table` exists in the JSON shape of earlier releases.
+async fn json_shape(client: &Client, table: &TableName) -> Result<bool, EtlError> {
+    let sql = "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) \
+               AND attname = 'content_key' AND NOT attisdropped)";
+    let row = client
+        .query_one(sql, &[&table.quoted()])
+        .await
+        .map_err(|e| errors::from_pg_plain(&e))?;
+    row.try_get::<_, bool>(0)
+        .map_err(|e| errors::from_pg_plain(&e))
+}
+
+/// Creates the table of every family's schema row if missing, under a
+/// lock of its own: every family shares it.
+async fn create_schema_table(client: &Client) -> Result<(), EtlError> {
+    let schema_table = TableName::new(SCHEMA_TABLE)?;
+    table::locked(client, &schema_table, async {
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {} (
+                     table_name text PRIMARY KEY,
+                     schema text NOT NULL,
+                     changed_at timestamptz NOT NULL DEFAULT now())",
+                quote(SCHEMA_TABLE)
+            ))
+            .await
+    })
+    .await
+}
+
+/// Makes `table` and its schema row (`fresh`, stored as `fresh_text`)
+/// where neither exists; returns whether this call made them. The table
+/// and its row are made in one transaction, so one without the other was
+/// changed by hand: it is named, and nothing is written.
+async fn make_family(
+    client: &Client,
+    table: &TableName,
+    fresh: &Schema,
+    fresh_text: &str,
+) -> Result<bool, EtlError> {
+    table::locked(client, table, async {
+        // Read from pg_class under this statement's snapshot: taken after
+        // the lock, it sees a table another opener just made (`to_regclass`
+        // may answer from a catalog cache that does not).
+        let exists: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_class \
+                 WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)",
+                &[&table.as_str()],
+            )
+            .await?
+            .try_get(0)?;
+        if exists {
+            let row = client
+                .query_opt(
+                    &format!(
+                        "SELECT 1 FROM {} WHERE table_name = $1",
+                        quote(SCHEMA_TABLE)
+                    ),
+                    &[&table.as_str()],
+                )
+                .await?;
+            return Ok(row.map(|_| false).ok_or(Orphan::NoSchemaRow));
+        }
+        let inserted = client
+            .execute(
+                &format!(
+                    "INSERT INTO {} (table_name, schema) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    quote(SCHEMA_TABLE)
+                ),
+                &[&table.as_str(), &fresh_text],
+            )
+            .await?;
+        if inserted == 0 {
+            return Ok(Err(Orphan::NoTable));
+        }
+        client.batch_execute(&create_sql(fresh, 0)).await?;
+        Ok(Ok(true))
+    })
+    .await?
+    .map_err(|orphan| orphan.error(table.as_str()))
 }
 
 /// The schema stored for `table`, if any, read and nothing made.
