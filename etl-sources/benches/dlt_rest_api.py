@@ -2,11 +2,17 @@
 JSONL file (the filesystem destination): the peer that rest_throughput.rs
 measures `etl run` against.
 
-    python dlt_rest_api.py URL WORKDIR [list | family | family-parallel]
+    python dlt_rest_api.py URL WORKDIR [list | family | family-parallel] [DESTINATION]
 
 URL is the first page (`{"results": [...], "next": URL | null}`); dlt follows
 `next` (its json_link paginator) and writes the records as JSONL under
 WORKDIR. Prints the number of records loaded.
+
+DESTINATION (`list` only; typed_scale.rs's `run_*` sections): `delta`
+writes a Delta table under WORKDIR (the filesystem destination,
+`table_format="delta"`), a `postgres://` URL loads into that database (schema
+`etl_bench_dlt`, which the caller drops between runs). Either way dlt's normaliser makes columns and child
+tables, as a typed `etl run` does.
 
 With `family`, URL is the server's root: `parents` is one page of
 `{"id": n, "page": n}` records (not loaded), and `items` is read once for
@@ -47,6 +53,7 @@ def family(url: str, parallel: bool) -> dict:
 def main() -> None:
     url, workdir = sys.argv[1], sys.argv[2]
     mode = sys.argv[3] if len(sys.argv) > 3 else "list"
+    dest = sys.argv[4] if len(sys.argv) > 4 else "jsonl"
     if mode in ("family", "family-parallel"):
         config = family(url, mode == "family-parallel")
     else:
@@ -63,14 +70,27 @@ def main() -> None:
                 }
             ],
         }
+    if dest == "delta":
+        for resource in config["resources"]:
+            resource["table_format"] = "delta"
     source = rest_api_source(config)
+    if dest.startswith("postgres"):
+        destination = dlt.destinations.postgres(credentials=dest)
+        # The caller drops this schema before each run, as each run of
+        # ours loads a table family of its own.
+        dataset = "etl_bench_dlt"
+        file_format = None
+    else:
+        destination = dlt.destinations.filesystem(bucket_url=os.path.join(workdir, "out"))
+        dataset = "bench"
+        file_format = None if dest == "delta" else "jsonl"
     pipeline = dlt.pipeline(
         pipeline_name="rest_throughput",
         pipelines_dir=os.path.join(workdir, "pipelines"),
-        destination=dlt.destinations.filesystem(bucket_url=os.path.join(workdir, "out")),
-        dataset_name="bench",
+        destination=destination,
+        dataset_name=dataset,
     )
-    info = pipeline.run(source, loader_file_format="jsonl")
+    info = pipeline.run(source, loader_file_format=file_format)
     info.raise_on_failed_jobs()
     rows = pipeline.last_trace.last_normalize_info.row_counts.get("items", 0)
     print(rows)

@@ -15,7 +15,14 @@
 //! - `writers_postgres`, `writers_delta`: four processes at once, each
 //!   loading a quarter of 100,000 issue records whose members include one
 //!   object of that quarter's own (so each writer adds columns the others
-//!   do not), in loads of 1,000, against one process loading the union.
+//!   do not), in loads of 1,000, against one process loading the union;
+//! - `run_postgres`, `run_delta`: the whole `etl run` of 100,000 issue
+//!   records served from 127.0.0.1 in pages of 1,000 (by next URL), into a
+//!   new typed table family against the same run with `shape = "json"`
+//!   (alternated, median of 5; PostgreSQL 3), and dlt 1.31's `rest_api`
+//!   over the same server into the same destination when
+//!   `ETL_BENCH_DLT_PYTHON` names a Python with
+//!   `dlt[deltalake,postgres]==1.31.0` (`benches/dlt_rest_api.py`, 3 runs).
 //!
 //! The PostgreSQL sections need `ETL_PG_URL`; without it they say so and
 //! measure nothing. Not criterion: each figure is a whole process or load,
@@ -29,7 +36,7 @@ use etl_postgres::PostgresSink;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 #[path = "support/gnu_time.rs"]
@@ -49,12 +56,17 @@ const LOAD: usize = 1_000;
 /// The env var that makes this bench a writer child: `OUTPUT|TARGET|START|END`
 /// with OUTPUT `postgres` (TARGET a table) or `delta` (TARGET a directory).
 const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
+/// The records a `run_*` section serves, and its page size.
+const RUN_RECORDS: usize = 100_000;
+const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 4] = [
+const SECTIONS: [&str; 6] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
     "writers_delta",
+    "run_postgres",
+    "run_delta",
 ];
 
 /// Where a section's typed table is.
@@ -130,6 +142,22 @@ impl Output {
             .unwrap();
     }
 
+    /// Whether the family has the child table `__labels`.
+    async fn has_labels(&self) -> bool {
+        match self {
+            Output::Delta { dir } => Path::new(&format!("{dir}__labels")).exists(),
+            Output::Postgres { url, table } => client(url)
+                .await
+                .query_one(
+                    "SELECT to_regclass($1) IS NOT NULL",
+                    &[&format!("{table}__labels")],
+                )
+                .await
+                .unwrap()
+                .get(0),
+        }
+    }
+
     /// `VACUUM ANALYZE` of the family, as autovacuum would after a backfill.
     async fn settle(&self) {
         let Output::Postgres { url, table } = self else {
@@ -189,6 +217,12 @@ fn main() {
                 }
             }
             "writers_delta" => writers(&rt, &[delta("union"), delta("raced")]),
+            "run_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_run") {
+                    runs(&rt, &out, dir.path(), 3);
+                }
+            }
+            "run_delta" => runs(&rt, &delta("run"), dir.path(), 5),
             other => panic!("unknown section {other}"),
         }
     }
@@ -406,4 +440,168 @@ fn writers(rt: &tokio::runtime::Runtime, outs: &[Output; 2]) {
         "| four processes at once, a quarter each | {four:.3} s ({:.2}x) |",
         four / one
     );
+}
+
+/// Serves the first [`RUN_RECORDS`] of [`issues_in`] at `/issues?page=N`
+/// (from 1), [`RUN_PAGE`] a page: `{"next": URL | null, "results": [...]}`.
+async fn serve_issues() -> MockServer {
+    let server = MockServer::start().await;
+    let records = issues_in(0..RUN_RECORDS);
+    let pages = RUN_RECORDS / RUN_PAGE;
+    for page in 1..=pages {
+        let next = if page < pages {
+            format!("\"{}/issues?page={}\"", server.uri(), page + 1)
+        } else {
+            "null".to_owned()
+        };
+        let results = records[(page - 1) * RUN_PAGE..page * RUN_PAGE].join(",");
+        Mock::given(method("GET"))
+            .and(path("/issues"))
+            .and(query_param("page", page.to_string()))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(
+                format!("{{\"next\":{next},\"results\":[{results}]}}"),
+                "application/json",
+            ))
+            .mount(&server)
+            .await;
+    }
+    server
+}
+
+/// `etl run` of the served issues into a new table family of `out`, typed
+/// against `shape = "json"`, alternated, `n` of each; then dlt's
+/// `rest_api` over the same server into the same destination.
+fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
+    let server = rt.block_on(serve_issues());
+    let first = format!("{}/issues?page=1", server.uri());
+    let file = |shape: &str| {
+        let file = dir.join(format!("run-{shape}.toml"));
+        let shape = if shape == "json" {
+            "shape = \"json\"\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"issues\"\nurl = \"{first}\"\nrecords = \"/results\"\nid = \"/id\"\n\
+                 updated_at = \"/updated_at\"\n{shape}[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let run = |shape: &str, attempt: usize| {
+        // Delta: a family of its own each run (the table and its child
+        // tables beside it, in one directory removed after).
+        let (out, family) = match out {
+            Output::Delta { dir } => {
+                let family = format!("{dir}/{shape}-{attempt}");
+                let table = format!("{family}/issues");
+                (Output::Delta { dir: table }, Some(family))
+            }
+            pg => (pg.clone(), None),
+        };
+        rt.block_on(out.drop());
+        let mut c = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+        c.arg("run").arg(file(shape)).args(out.args());
+        let timed = gnu_time::run(c);
+        assert!(
+            timed.stdout.contains(&format!("{RUN_RECORDS} new rows")),
+            "{}",
+            timed.stdout
+        );
+        assert_eq!(
+            rt.block_on(out.has_labels()),
+            shape == "typed",
+            "a typed run makes child tables, a JSON-shape one none"
+        );
+        rt.block_on(out.drop());
+        if let Some(family) = family {
+            std::fs::remove_dir_all(family).unwrap();
+        }
+        (timed.wall, timed.max_rss_kb)
+    };
+    let (mut typed, mut json) = (Vec::new(), Vec::new());
+    for attempt in 0..n {
+        json.push(run("json", attempt));
+        typed.push(run("typed", attempt));
+    }
+    println!("| contender | wall (median of runs) | records/s | peak RSS (max) |");
+    println!("|---|---:|---:|---:|");
+    let line = |name: &str, timed: &[(f64, u64)]| {
+        let wall = median(timed.iter().map(|t| t.0).collect());
+        let rss = timed.iter().map(|t| t.1).max().unwrap_or(0);
+        println!(
+            "| {name} | {wall:.3} s | {:.0} | {:.1} MB |",
+            RUN_RECORDS as f64 / wall,
+            rss as f64 / 1000.0
+        );
+        wall
+    };
+    let json_wall = line("`etl run`, `shape = \"json\"`", &json);
+    let typed_wall = line("`etl run`, typed", &typed);
+    println!(
+        "\ntyped / JSON: {:.2}x (each run: {})",
+        typed_wall / json_wall,
+        json.iter()
+            .zip(&typed)
+            .map(|(j, t)| format!("{:.2}/{:.2}", j.0, t.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let Ok(python) = std::env::var("ETL_BENCH_DLT_PYTHON") else {
+        println!("dlt skipped: set ETL_BENCH_DLT_PYTHON to a Python with dlt[deltalake,postgres]==1.31.0");
+        return;
+    };
+    let dlt: Vec<(f64, u64)> = (0..3).map(|_| dlt_run(rt, &python, &first, out)).collect();
+    let dlt_wall = line("dlt 1.31 `rest_api` (process)", &dlt);
+    println!(
+        "typed `etl run`: {:.1}x dlt's records/s",
+        dlt_wall / typed_wall
+    );
+}
+
+/// One run of `benches/dlt_rest_api.py` from `first` into `out`'s
+/// destination (Delta: a new directory; PostgreSQL: schema
+/// `etl_bench_dlt`, dropped before and after): wall seconds and peak RSS.
+fn dlt_run(rt: &tokio::runtime::Runtime, python: &str, first: &str, out: &Output) -> (f64, u64) {
+    let work = tempfile::tempdir().unwrap();
+    let drop_schema = |url: &str| {
+        rt.block_on(async {
+            client(url)
+                .await
+                .batch_execute("DROP SCHEMA IF EXISTS etl_bench_dlt CASCADE")
+                .await
+                .unwrap()
+        })
+    };
+    let destination = match out {
+        Output::Postgres { url, .. } => {
+            drop_schema(url);
+            url.clone()
+        }
+        Output::Delta { .. } => "delta".to_owned(),
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
+    let mut command = gnu_time::command(python);
+    command
+        .args([script, first])
+        .arg(work.path())
+        .args(["list", &destination])
+        .env("RUNTIME__LOG_LEVEL", "WARNING")
+        // dlt asks for a password even where the server trusts the client
+        // (this machine's): one the server ignores.
+        .env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+    let timed = gnu_time::run(command);
+    assert_eq!(
+        timed.stdout.trim(),
+        RUN_RECORDS.to_string(),
+        "dlt loaded: {}",
+        timed.stdout
+    );
+    if let Output::Postgres { url, .. } = out {
+        drop_schema(url);
+    }
+    (timed.wall, timed.max_rss_kb)
 }
