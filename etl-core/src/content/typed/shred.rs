@@ -56,13 +56,26 @@ pub struct RowKeys<'a> {
 ///
 /// ```
 /// use etl_core::content::typed::element_key;
+/// use etl_core::content_id;
 ///
-/// let parent = etl_core::content_id("row", "{}");
-/// assert_eq!(element_key(&parent, "/labels", 0), element_key(&parent, "/labels", 0));
-/// assert_ne!(element_key(&parent, "/labels", 0), element_key(&parent, "/labels", 1));
+/// let parent = content_id("row", "{}");
+/// let key = element_key(&parent, "/labels", 12);
+/// assert_eq!(key, content_id("list element", &format!("{parent}/labels/12")));
+/// assert_ne!(key, element_key(&parent, "/labels", 1));
 /// ```
 pub fn element_key(parent_key: &str, path: &str, idx: usize) -> String {
-    crate::content_id("list element", &format!("{parent_key}{path}/{idx}"))
+    // The pieces fed to the hash one after another, with no text made of
+    // them: a key a child row, many a record.
+    let mut digits = itoa::Buffer::new();
+    crate::content::content_id_of(
+        "list element",
+        &[
+            parent_key.as_bytes(),
+            path.as_bytes(),
+            b"/",
+            digits.format(idx).as_bytes(),
+        ],
+    )
 }
 
 /// Why [`Schema::shred`] did not take a record.
@@ -189,8 +202,10 @@ struct Walk<'s, W> {
     misfits: Vec<Misfit>,
     /// The value's pointer from its table's element.
     at: String,
-    /// The value's pointer from the record.
-    record_at: String,
+    /// The pointer of that element from the record (empty for the
+    /// record's own table): the value's pointer from the record is this
+    /// followed by `at`, made only where a misfit or refusal names it.
+    element_at: String,
     /// The `_etl_key`s of the open rows, the record's first.
     keys: Vec<String>,
 }
@@ -204,7 +219,7 @@ impl<'s, W: RowWriter> Walk<'s, W> {
             refused: None,
             misfits: Vec::new(),
             at: String::new(),
-            record_at: String::new(),
+            element_at: String::new(),
             keys: Vec::new(),
         }
     }
@@ -294,14 +309,14 @@ impl<'s, W: RowWriter> Walk<'s, W> {
             if !self.dry && t.refuse(&self.at) {
                 tracing::warn!(
                     table = t.name(),
-                    member = %self.record_at,
+                    member = %format_args!("{}{}", self.element_at, self.at),
                     "the table has no room for more columns: this member and later new ones stay in _etl_row only"
                 );
             }
             return None;
         }
         if self.dry {
-            self.refuse(table, "would add a column");
+            self.refuse(table, self.record_at(), "would add a column");
             return None;
         }
         Some(self.schema.add_column(table, &self.at, column_type))
@@ -315,20 +330,26 @@ impl<'s, W: RowWriter> Walk<'s, W> {
                 "does not fit column {:?} ({}): it is {found}",
                 c.name, c.column_type
             );
-            self.refuse(table, &reason);
+            self.refuse(table, self.record_at(), &reason);
             return;
         }
         self.misfits.push(Misfit {
-            path: self.record_at.clone(),
+            path: self.record_at(),
             column: c.name.clone(),
             column_type: c.column_type,
             found,
         });
     }
 
-    fn refuse(&mut self, table: usize, reason: &str) {
+    /// The value's pointer from the record.
+    fn record_at(&self) -> String {
+        format!("{}{}", self.element_at, self.at)
+    }
+
+    /// Notes the first change a dry walk finds: at `path`, from the record.
+    fn refuse(&mut self, table: usize, path: String, reason: &str) {
         self.refused.get_or_insert_with(|| Refused {
-            path: self.record_at.clone(),
+            path,
             table: self.schema.tables[table].name().to_owned(),
             reason: reason.to_owned(),
         });
@@ -340,7 +361,10 @@ impl<'s, W: RowWriter> Walk<'s, W> {
         match self.schema.child_at(table, list_at) {
             Some(child) => Some(child),
             None if self.dry => {
-                self.refuse(table, "would add a table");
+                // Asked at the first element, once the list's pointer was
+                // taken from `at`.
+                let path = format!("{}{list_at}", self.element_at);
+                self.refuse(table, path, "would add a table");
                 None
             }
             None => Some(self.schema.child(table, list_at)),
@@ -458,9 +482,8 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
             return Ok(());
         }
         while let Some(JsonKey(key)) = map.next_key::<JsonKey<'de>>()? {
-            let (at, record_at) = (self.walk.at.len(), self.walk.record_at.len());
+            let at = self.walk.at.len();
             push_member(&mut self.walk.at, &key);
-            push_member(&mut self.walk.record_at, &key);
             map.next_value_seed(Value {
                 walk: &mut *self.walk,
                 table: self.table,
@@ -468,7 +491,6 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
                 column: None,
             })?;
             self.walk.at.truncate(at);
-            self.walk.record_at.truncate(record_at);
         }
         Ok(())
     }
@@ -550,9 +572,11 @@ impl<'de, W: RowWriter> DeserializeSeed<'de> for Element<'_, '_, '_, W> {
             },
         );
         walk.keys.push(key);
-        let record_at = walk.record_at.len();
-        walk.record_at.push('/');
-        walk.record_at.push_str(&self.idx.to_string());
+        let element_at = walk.element_at.len();
+        walk.element_at.push_str(self.list_at);
+        walk.element_at.push('/');
+        walk.element_at
+            .push_str(itoa::Buffer::new().format(self.idx));
         Value {
             walk: &mut *walk,
             table,
@@ -560,7 +584,7 @@ impl<'de, W: RowWriter> DeserializeSeed<'de> for Element<'_, '_, '_, W> {
             column: None,
         }
         .deserialize(d)?;
-        walk.record_at.truncate(record_at);
+        walk.element_at.truncate(element_at);
         walk.keys.pop();
         walk.writer.end_row(table, &[]);
         Ok(())

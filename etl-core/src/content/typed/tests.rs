@@ -391,7 +391,7 @@ fn a_hint_on_a_loader_column_or_an_unknown_name_is_an_error() {
 #[test]
 fn freeze_refuses_what_would_change_the_table_and_writes_nothing_of_it() {
     let mut schema = Schema::new("t", SchemaOptions::default().contract(Contract::Freeze)).unwrap();
-    shred(&mut schema, r#"{"n":1,"tags":["a"]}"#);
+    shred(&mut schema, r#"{"n":1,"tags":["a"],"objs":[{"x":1}]}"#);
     shred(&mut schema, r#"{"fresh":1}"#); // not made yet: it still grows
     schema.set_exists();
     let columns_before = columns(&schema, 0);
@@ -407,6 +407,17 @@ fn freeze_refuses_what_would_change_the_table_and_writes_nothing_of_it() {
             r#"{"tags":[{"a":1}]}"#,
             "/tags/0",
             "does not fit column \"value\" (text): it is object",
+        ),
+        // Inside a child row, the pointer from the record.
+        (
+            r#"{"objs":[{"x":1},{"x":2,"inner":[1]}]}"#,
+            "/objs/1/inner",
+            "would add a table",
+        ),
+        (
+            r#"{"objs":[{"x":1},{"x":"s"}]}"#,
+            "/objs/1/x",
+            "does not fit column \"x\" (bigint): it is string",
         ),
     ] {
         let mut rows = Rows::default();
