@@ -65,15 +65,17 @@ pub(crate) struct KeyIndex {
 }
 
 /// Parquet properties for a file of `rows` entries whose key column is
-/// `key`: a bloom filter on it, sized for those entries. The column
-/// `text`, each entry's JSON text, is written plain and without
-/// statistics: its values are all different, so a dictionary only costs
-/// (every value hashed, then a dictionary as large as the column), and no
-/// reader skips files by the least and greatest of a JSON text.
+/// `key`: a bloom filter on it, sized for those entries, and no
+/// dictionary, since a table holds each key once (a dictionary of
+/// distinct values only hashes each one and stores the column twice). The
+/// column `text`, each entry's JSON text, is written plain for the same
+/// reason, and without statistics: no reader skips files by the least and
+/// greatest of a JSON text.
 pub(crate) fn writer_properties(key: &str, text: Option<&str>, rows: usize) -> WriterProperties {
     let column = ColumnPath::from(key);
     let mut properties = WriterProperties::builder()
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
+        .set_column_dictionary_enabled(column.clone(), false)
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
         .set_column_bloom_filter_max_ndv(column, rows.max(1) as u64);
@@ -365,7 +367,7 @@ mod tests {
     use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
 
     #[test]
-    fn the_text_column_is_written_plain_and_the_key_with_its_filter() {
+    fn the_key_and_text_columns_are_written_plain_and_the_key_with_its_filter() {
         let n = 1_000;
         let keys: Vec<String> = (0..n).map(|i| format!("key-{i}")).collect();
         let texts: Vec<String> = (0..n).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
@@ -392,8 +394,8 @@ mod tests {
         let group = reader.metadata().row_group(0);
         let (key, text) = (group.column(0), group.column(1));
         assert!(key.bloom_filter_offset().is_some(), "the key's filter");
-        assert!(key.statistics().is_some());
-        assert!(key.dictionary_page_offset().is_some());
+        assert!(key.statistics().is_some(), "the key's least and greatest");
+        assert!(key.dictionary_page_offset().is_none(), "no dictionary");
         assert!(text.statistics().is_none(), "no least and greatest text");
         assert!(text.dictionary_page_offset().is_none(), "no dictionary");
     }

@@ -23,6 +23,8 @@
 //!   over the same server into the same destination when
 //!   `ETL_BENCH_DLT_PYTHON` names a Python with
 //!   `dlt[deltalake,postgres]==1.31.0` (`benches/dlt_rest_api.py`, 3 runs).
+//!   `ETL_BENCH_ETL_BIN` names another `etl` binary to run instead of this
+//!   build's (an earlier release, for before and after in one sitting).
 //!
 //! The PostgreSQL sections need `ETL_PG_URL`; without it they say so and
 //! measure nothing. Not criterion: each figure is a whole process or load,
@@ -503,7 +505,10 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
             pg => (pg.clone(), None),
         };
         rt.block_on(out.drop());
-        let mut c = gnu_time::command(env!("CARGO_BIN_EXE_etl"));
+        // An earlier release's binary, for before and after in one sitting.
+        let etl = std::env::var("ETL_BENCH_ETL_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned());
+        let mut c = gnu_time::command(etl);
         c.arg("run").arg(file(shape)).args(out.args());
         let timed = gnu_time::run(c);
         assert!(
