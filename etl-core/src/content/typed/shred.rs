@@ -64,8 +64,8 @@ pub struct RowKeys<'a> {
 /// assert_ne!(key, element_key(&parent, "/labels", 1));
 /// ```
 pub fn element_key(parent_key: &str, path: &str, idx: usize) -> String {
-    // The pieces fed to the hash one after another, with no text made of
-    // them: a key a child row, many a record.
+    // Hashed piece by piece, with no text made of the pieces: this runs
+    // once for every child row, several times for each record.
     let mut digits = itoa::Buffer::new();
     crate::content::content_id_of(
         "list element",
