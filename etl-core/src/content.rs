@@ -107,21 +107,19 @@ pub fn try_content_id(kind: &str, canonical: &str) -> Result<String, EtlError> {
     Ok(content_id(kind, canonical))
 }
 
-/// [`content_id`] of the text that is `pieces` one after another, without
+/// The binary digest behind [`content_id`], for bytes that are already the
+/// canonical form (a stored JSONL line).
+pub(crate) fn digest(kind: &str, canonical: &[u8]) -> Digest {
+    digest_of(kind, &[canonical])
+}
+
+/// [`digest`] of the text that is `pieces` one after another, without
 /// making that text.
-pub(crate) fn content_id_of(kind: &str, pieces: &[&[u8]]) -> String {
+pub(crate) fn digest_of(kind: &str, pieces: &[&[u8]]) -> Digest {
     let mut hasher = kind_hasher(kind);
     for piece in pieces {
         hasher.update(piece);
     }
-    hex::encode(hasher.finalize())
-}
-
-/// The binary digest behind [`content_id`], for bytes that are already the
-/// canonical form (a stored JSONL line).
-pub(crate) fn digest(kind: &str, canonical: &[u8]) -> Digest {
-    let mut hasher = kind_hasher(kind);
-    hasher.update(canonical);
     Digest(hasher.finalize().into())
 }
 

@@ -67,7 +67,7 @@ pub fn element_key(parent_key: &str, path: &str, idx: usize) -> String {
     // Hashed piece by piece, with no text made of the pieces: this runs
     // once for every child row, several times for each record.
     let mut digits = itoa::Buffer::new();
-    crate::content::content_id_of(
+    hex::encode(crate::content::digest_of(
         "list element",
         &[
             parent_key.as_bytes(),
@@ -75,7 +75,7 @@ pub fn element_key(parent_key: &str, path: &str, idx: usize) -> String {
             b"/",
             digits.format(idx).as_bytes(),
         ],
-    )
+    ))
 }
 
 /// Why [`Schema::shred`] did not take a record.
