@@ -8,11 +8,13 @@ URL is the first page (`{"results": [...], "next": URL | null}`); dlt follows
 `next` (its json_link paginator) and writes the records as JSONL under
 WORKDIR. Prints the number of records loaded.
 
-DESTINATION (`list` only; typed_scale.rs's `run_*` sections): `delta`
-writes a Delta table under WORKDIR (the filesystem destination,
-`table_format="delta"`), a `postgres://` URL loads into that database (schema
-`etl_bench_dlt`, which the caller drops between runs). Either way dlt's normaliser makes columns and child
-tables, as a typed `etl run` does.
+DESTINATION (typed_scale.rs's `run_*` sections): `delta` writes a Delta
+table under WORKDIR (the filesystem destination, `table_format="delta"`);
+`postgres` loads into the database dlt's environment names
+(DESTINATION__POSTGRES__CREDENTIALS, so that no password is on the command
+line), schema `etl_bench_dlt`, which the caller drops between runs. Either
+way dlt's normaliser makes columns and child tables, as a typed `etl run`
+does.
 
 With `family`, URL is the server's root: `parents` is one page of
 `{"id": n, "page": n}` records (not loaded), and `items` is read once for
@@ -74,8 +76,8 @@ def main() -> None:
         for resource in config["resources"]:
             resource["table_format"] = "delta"
     source = rest_api_source(config)
-    if dest.startswith("postgres"):
-        destination = dlt.destinations.postgres(credentials=dest)
+    if dest == "postgres":
+        destination = dlt.destinations.postgres()
         # The caller drops this schema before each run, as each run of
         # ours loads a table family of its own.
         dataset = "etl_bench_dlt"

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 mod gnu_time;
 #[path = "support/runs.rs"]
 mod runs;
-use runs::median;
+use runs::{etl_bin, median};
 
 const RECORDS: usize = 100_000;
 const PAGE: usize = 500;
@@ -528,13 +528,6 @@ fn etl(file: &Path, out: &Path, max_pages: Option<u32>) -> (f64, u64) {
         run.stdout
     );
     (run.wall, run.max_rss_kb)
-}
-
-/// The `etl` binary measured: this build's, or `ETL_BENCH_ETL_BIN` (an
-/// earlier release, for before and after in one sitting; it runs the
-/// one-resource rows only).
-fn etl_bin() -> String {
-    std::env::var("ETL_BENCH_ETL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned())
 }
 
 /// Parent and child, `runs` times (the median wall, the most peak RSS):

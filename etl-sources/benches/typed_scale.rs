@@ -45,7 +45,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 mod gnu_time;
 #[path = "support/runs.rs"]
 mod runs;
-use runs::{median, runtime, sections};
+use runs::{etl_bin, median, runtime, sections};
 
 /// The records the API serves; newer than every record the table is grown
 /// with, so the incremental cursor is theirs.
@@ -476,13 +476,9 @@ async fn serve_issues() -> MockServer {
 fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
     let server = rt.block_on(serve_issues());
     let first = format!("{}/issues?page=1", server.uri());
-    let file = |shape: &str| {
-        let file = dir.join(format!("run-{shape}.toml"));
-        let shape = if shape == "json" {
-            "shape = \"json\"\n"
-        } else {
-            ""
-        };
+    // The two pipeline files, the same but for the shape.
+    let [typed_file, json_file] = [("typed", ""), ("json", "shape = \"json\"\n")].map(|(name, shape)| {
+        let file = dir.join(format!("run-{name}.toml"));
         std::fs::write(
             &file,
             format!(
@@ -492,7 +488,8 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
         )
         .unwrap();
         file
-    };
+    });
+    let etl = etl_bin();
     let run = |shape: &str, attempt: usize| {
         // Delta: a family of its own each run (the table and its child
         // tables beside it, in one directory removed after).
@@ -505,11 +502,13 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
             pg => (pg.clone(), None),
         };
         rt.block_on(out.drop());
-        // An earlier release's binary, for before and after in one sitting.
-        let etl = std::env::var("ETL_BENCH_ETL_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned());
-        let mut c = gnu_time::command(etl);
-        c.arg("run").arg(file(shape)).args(out.args());
+        let file = if shape == "typed" {
+            &typed_file
+        } else {
+            &json_file
+        };
+        let mut c = gnu_time::command(&etl);
+        c.arg("run").arg(file).args(out.args());
         let timed = gnu_time::run(c);
         assert!(
             timed.stdout.contains(&format!("{RUN_RECORDS} new rows")),
@@ -581,23 +580,33 @@ fn dlt_run(rt: &tokio::runtime::Runtime, python: &str, first: &str, out: &Output
                 .unwrap()
         })
     };
-    let destination = match out {
-        Output::Postgres { url, .. } => {
-            drop_schema(url);
-            url.clone()
-        }
-        Output::Delta { .. } => "delta".to_owned(),
-    };
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
     let mut command = gnu_time::command(python);
     command
         .args([script, first])
         .arg(work.path())
-        .args(["list", &destination])
-        .env("RUNTIME__LOG_LEVEL", "WARNING")
-        // dlt asks for a password even where the server trusts the client
-        // (this machine's): one the server ignores.
-        .env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+        .env("RUNTIME__LOG_LEVEL", "WARNING");
+    match out {
+        Output::Postgres { url, .. } => {
+            drop_schema(url);
+            // The URL (and any password in it) through dlt's environment,
+            // never on a command line another user's `ps` shows.
+            command
+                .args(["list", "postgres"])
+                .env("DESTINATION__POSTGRES__CREDENTIALS", url);
+            let has_password = url
+                .parse::<tokio_postgres::Config>()
+                .is_ok_and(|c| c.get_password().is_some());
+            if !has_password {
+                // dlt asks for a password even where the server trusts the
+                // client (this machine's): one the server ignores.
+                command.env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+            }
+        }
+        Output::Delta { .. } => {
+            command.args(["list", "delta"]);
+        }
+    }
     let timed = gnu_time::run(command);
     assert_eq!(
         timed.stdout.trim(),

@@ -30,3 +30,9 @@ pub fn sections(all: &[&str]) -> Vec<String> {
         .map(|a| a.split(',').map(String::from).collect())
         .unwrap_or_else(|| all.iter().map(|s| s.to_string()).collect())
 }
+
+/// The `etl` binary a bench runs: this build's, or `ETL_BENCH_ETL_BIN` (an
+/// earlier release's, for before and after in one sitting).
+pub fn etl_bin() -> String {
+    std::env::var("ETL_BENCH_ETL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned())
+}
