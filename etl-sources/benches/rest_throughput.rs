@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 mod gnu_time;
 #[path = "support/runs.rs"]
 mod runs;
-use runs::{etl_bin, median};
+use runs::{etl_bin, median, next_url_pipeline};
 
 const RECORDS: usize = 100_000;
 const PAGE: usize = 500;
@@ -101,15 +101,7 @@ fn main() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("bench.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"items\"\nurl = \"{first}\"\nrecords = \"/results\"\nid = \"/id\"\n\
-             updated_at = \"/updated_at\"\n[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
-        ),
-    )
-    .unwrap();
+    let file = next_url_pipeline(dir.path(), "bench.toml", "items", &first, "");
     let mut etl_runs: Vec<(f64, u64)> = (0..RUNS)
         .map(|_| etl(&file, &dir.path().join("items.jsonl"), None))
         .collect();
@@ -193,15 +185,8 @@ fn latency(dir: &tempfile::TempDir) {
             RECORDS,
             None,
         );
-        let file = dir.path().join("latency.toml");
-        std::fs::write(
-            &file,
-            format!(
-                "name = \"items\"\nurl = \"http://{addr}{path}?page=1\"\nrecords = \"/results\"\nid = \"/id\"\n\
-                 updated_at = \"/updated_at\"\n[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
-            ),
-        )
-        .unwrap();
+        let first = format!("http://{addr}{path}?page=1");
+        let file = next_url_pipeline(dir.path(), "latency.toml", "items", &first, "");
         let runs: Vec<(f64, u64)> = (0..LATENCY_RUNS)
             .map(|_| etl(&file, &dir.path().join("items.jsonl"), None))
             .collect();

@@ -45,7 +45,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 mod gnu_time;
 #[path = "support/runs.rs"]
 mod runs;
-use runs::{etl_bin, median, runtime, sections};
+use runs::{etl_bin, median, next_url_pipeline, runtime, sections};
 
 /// The records the API serves; newer than every record the table is grown
 /// with, so the incremental cursor is theirs.
@@ -477,18 +477,8 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
     let server = rt.block_on(serve_issues());
     let first = format!("{}/issues?page=1", server.uri());
     // The two pipeline files, the same but for the shape.
-    let [typed_file, json_file] = [("typed", ""), ("json", "shape = \"json\"\n")].map(|(name, shape)| {
-        let file = dir.join(format!("run-{name}.toml"));
-        std::fs::write(
-            &file,
-            format!(
-                "name = \"issues\"\nurl = \"{first}\"\nrecords = \"/results\"\nid = \"/id\"\n\
-                 updated_at = \"/updated_at\"\n{shape}[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
-            ),
-        )
-        .unwrap();
-        file
-    });
+    let typed_file = next_url_pipeline(dir, "run-typed.toml", "issues", &first, "");
+    let json_file = next_url_pipeline(dir, "run-json.toml", "issues", &first, "shape = \"json\"\n");
     let etl = etl_bin();
     let run = |shape: &str, attempt: usize| {
         // Delta: a family of its own each run (the table and its child

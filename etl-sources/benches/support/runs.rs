@@ -36,3 +36,26 @@ pub fn sections(all: &[&str]) -> Vec<String> {
 pub fn etl_bin() -> String {
     std::env::var("ETL_BENCH_ETL_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_etl").to_owned())
 }
+
+/// Writes `dir/FILE`, a pipeline file of resource `name` that reads
+/// `/results` of the pages from `first` on, by their `next` URL, with ids
+/// at `/id` and update times at `/updated_at`; `top` is more top-level
+/// keys (`shape = "json"\n`, say). Returns its path.
+pub fn next_url_pipeline(
+    dir: &std::path::Path,
+    file: &str,
+    name: &str,
+    first: &str,
+    top: &str,
+) -> std::path::PathBuf {
+    let path = dir.join(file);
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\nurl = \"{first}\"\nrecords = \"/results\"\nid = \"/id\"\n\
+             updated_at = \"/updated_at\"\n{top}[paginate]\nstyle = \"next_url\"\nnext = \"/next\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
