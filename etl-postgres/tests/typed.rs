@@ -303,6 +303,139 @@ async fn the_schema_evolves_across_runs_and_a_misfit_never_fails_a_load() {
 
 #[tokio::test]
 #[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn child_rows_keep_every_kind_of_value() {
+    let (admin, t) = fresh("kinds").await;
+    // Child rows reach the server another way than the record's row:
+    // each column type, a NULL, a misfit and a JSON column (past
+    // `max_nesting`) must read back as they went in.
+    let options = SchemaOptions::postgres().max_nesting(2);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let record = json!({"id": 1, "items": [
+        {"flag": true, "n": -7, "x": 2.5, "at": "2024-05-01T14:00:00+02:00", "s": "it's \"quoted\"",
+         "deep": {"a": {"b": [1, {"c": null}]}}, "select": "kept"},
+        {"flag": null, "n": "many", "x": 1, "s": "\u{e9}t\u{e9}"},
+    ]});
+    assert_eq!(sink.load(&docs(&[record])).await.unwrap(), 1);
+    let rows = admin
+        .query(
+            &format!(
+                "SELECT _etl_list_idx, flag, n, x, at = '2024-05-01T12:00:00Z', s, deep__a::text, \"select\" \
+                 FROM \"{t}__items\" ORDER BY _etl_list_idx"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    let (first, second) = (&rows[0], &rows[1]);
+    assert_eq!(first.get::<_, i64>(0), 0);
+    assert_eq!(first.get::<_, Option<bool>>(1), Some(true));
+    assert_eq!(first.get::<_, Option<i64>>(2), Some(-7));
+    assert_eq!(first.get::<_, Option<f64>>(3), Some(2.5));
+    assert_eq!(first.get::<_, Option<bool>>(4), Some(true));
+    assert_eq!(
+        first.get::<_, Option<String>>(5).as_deref(),
+        Some("it's \"quoted\"")
+    );
+    assert_eq!(
+        first.get::<_, Option<String>>(6).as_deref(),
+        Some(r#"{"b": [1, {"c": null}]}"#),
+        "a JSON column holds the value past max_nesting"
+    );
+    assert_eq!(first.get::<_, Option<String>>(7).as_deref(), Some("kept"));
+    assert_eq!(second.get::<_, i64>(0), 1);
+    assert_eq!(second.get::<_, Option<bool>>(1), None, "a null is NULL");
+    assert_eq!(second.get::<_, Option<i64>>(2), None, "a misfit is NULL");
+    assert_eq!(
+        second.get::<_, Option<f64>>(3),
+        Some(1.0),
+        "an integer fits a double"
+    );
+    assert_eq!(
+        second.get::<_, Option<bool>>(4),
+        None,
+        "a missing member is NULL"
+    );
+    assert_eq!(
+        second.get::<_, Option<String>>(5).as_deref(),
+        Some("\u{e9}t\u{e9}")
+    );
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn members_first_met_late_in_a_load_join_the_schema_in_its_transaction() {
+    let (admin, t) = fresh("late").await;
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    // Members first met late in a load of 1,000 (a column, child tables,
+    // a misfit beside them) are added in the load's own transaction, and
+    // the rows before them hold NULL there.
+    let records: Vec<_> = (0..1_000)
+        .map(|i| match i {
+            600 => json!({"id": i, "n": i, "late": {"x": 1}}),
+            900 => json!({"id": i, "n": i, "tags": ["a", "b"], "late": {"x": 2}}),
+            950 => json!({"id": i, "n": "misfit", "tags": ["c"], "items": [{"k": true}]}),
+            _ => json!({"id": i, "n": i}),
+        })
+        .collect();
+    assert_eq!(sink.load(&docs(&records)).await.unwrap(), 1_000);
+    let cols = columns(&admin, &t).await;
+    assert!(
+        cols.contains(&("late__x".into(), "bigint".into())),
+        "{cols:?}"
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT sum(late__x)::bigint FROM \"{t}\"")).await,
+        3
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(late__x) FROM \"{t}\"")).await,
+        2,
+        "the other rows hold NULL there"
+    );
+    assert_eq!(
+        count(
+            &admin,
+            &format!("SELECT count(*) FROM \"{t}\" WHERE n IS NULL AND _etl_meta IS NOT NULL")
+        )
+        .await,
+        1,
+        "the misfit is NULL and named"
+    );
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}__tags\"")).await,
+        3
+    );
+    assert_eq!(
+        count(
+            &admin,
+            &format!("SELECT count(*) FROM \"{t}__items\" WHERE k")
+        )
+        .await,
+        1
+    );
+    // The stored schema names what the table has: a later load on a
+    // new sink reads it and adds nothing.
+    let schema = stored(&admin, &t).await;
+    assert!(
+        schema.contains("late__x") && schema.contains("__items"),
+        "{schema}"
+    );
+    let again = PostgresSink::connect_typed::<Doc>(&url(), &t, SchemaOptions::postgres())
+        .await
+        .unwrap();
+    assert_eq!(again.load(&docs(&records)).await.unwrap(), 0);
+    assert_eq!(stored(&admin, &t).await, schema);
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
 async fn a_frozen_schema_rejects_what_would_change_it_and_loads_the_rest() {
     let (admin, t) = fresh("freeze").await;
     let options = SchemaOptions::postgres().contract(Contract::Freeze);
