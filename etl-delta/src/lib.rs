@@ -320,6 +320,37 @@ impl DeltaSink {
             .collect())
     }
 
+    /// Waits for the work a load left running beside the caller's next
+    /// one: the checkpoint of the log that a load's commit made due, in
+    /// this table or its child or rejects tables. The next load waits for
+    /// it anyway; call this after the last load, before the runtime ends.
+    /// A checkpoint the runtime's end cuts off is not written (the table
+    /// is whole, and readers read the log entries since the one before),
+    /// and delta-kernel reports the cut as a panic on its own thread.
+    /// `etl run` settles each table at the end of its run.
+    ///
+    /// ```no_run
+    /// use etl_core::{Launch, Row, Sink};
+    /// use etl_delta::DeltaSink;
+    ///
+    /// # async fn run() -> Result<(), etl_core::EtlError> {
+    /// let sink = DeltaSink::open("/data/launches").await?;
+    /// let row = Row::Launches(Launch { id: "a".into(), name: "Electron".into(), ..Default::default() });
+    /// sink.load(&[row]).await?;
+    /// sink.settle().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn settle(&self) {
+        self.rows.settle().await;
+        if let Some(typed) = &self.typed {
+            typed.settle().await;
+        }
+        if let Some(rejects) = self.rejects.get() {
+            rejects.settle().await;
+        }
+    }
+
     /// How many rows the table holds, from the log's file statistics.
     pub async fn count(&self) -> Result<u64, EtlError> {
         count(&self.rows).await

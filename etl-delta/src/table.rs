@@ -343,6 +343,12 @@ impl KeyedTable {
         }
     }
 
+    /// Waits for the checkpoint this table's last commit made due, if one
+    /// is being written ([`State::settle`]).
+    pub async fn settle(&self) {
+        self.state.lock().await.settle().await;
+    }
+
     /// The store the table's files are in.
     pub async fn store(&self) -> Arc<dyn ObjectStore> {
         self.state.lock().await.table.object_store()

@@ -205,6 +205,13 @@ impl Typed {
         })
     }
 
+    /// Waits for the checkpoints the child tables' last commits made due.
+    pub(crate) async fn settle(&self) {
+        for child in self.state.lock().await.children.values() {
+            child.settle().await;
+        }
+    }
+
     /// The family's schema as this process last read or committed it.
     pub(crate) async fn schema(&self) -> Schema {
         self.state.lock().await.schema.clone()

@@ -9,8 +9,12 @@
 //! ignored. The bad-location cases need nothing.
 #![cfg(all(feature = "delta", feature = "cli"))]
 
+#[path = "common/api.rs"]
+#[allow(dead_code)] // the API's other uses are other test binaries'
+mod api;
 mod common;
 
+use api::{items, Api, Style};
 use etl_sources::replay::{Replay, ReplayServer, Update, BUNDLED_LAUNCHES_2_3_0};
 use serde_json::Value;
 use std::path::Path;
@@ -308,6 +312,71 @@ async fn etl_demo_loads_records_into_a_delta_table() {
     }
     let again = finish(&mut command).await;
     assert!(stdout(&again).contains("0 new rows"), "{}", stdout(&again));
+}
+
+/// The newest version in the log of the table at `table`.
+fn last_version(table: &Path) -> u64 {
+    std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".json")?.parse().ok()
+        })
+        .max()
+        .unwrap()
+}
+
+/// A run whose last commit makes a checkpoint due (each 100th version)
+/// ends once that checkpoint is written: the process's end cuts nothing
+/// off, and no thread of it reports a panic (delta-kernel's did, when the
+/// runtime ended under a checkpoint being written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_last_commit_makes_a_checkpoint_due_writes_it_before_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("items");
+    let api = Api {
+        page_size: 1,
+        ..Api::new(Style::NextUrl, items(90))
+    };
+    let server = api.clone().serve().await;
+    let file = dir.path().join("items.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"items\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\n{}",
+            server.uri(),
+            Style::NextUrl.paginate()
+        ),
+    )
+    .unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
+    run.arg("run")
+        .arg(&file)
+        .arg("--out")
+        .arg(format!("delta:{}", table.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish(&mut run).await;
+    // From here on, one commit a page of new items: as many as take the
+    // table to version 99, whose commit makes the checkpoint due.
+    let before = usize::try_from(last_version(&table)).unwrap();
+    assert!(before < 99, "the first run ended at version {before}");
+    let more = items(90 + 99 - before).split_off(90);
+    api.items.lock().unwrap().extend(more);
+    let second = finish(&mut run).await;
+    assert_eq!(last_version(&table), 99, "one commit a page of new items");
+    assert!(
+        table
+            .join("_delta_log/00000000000000000099.checkpoint.parquet")
+            .is_file(),
+        "{}",
+        common::text(&second)
+    );
+    assert!(
+        !common::text(&second).contains("panicked"),
+        "{}",
+        common::text(&second)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

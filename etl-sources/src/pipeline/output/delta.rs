@@ -7,7 +7,7 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, Target};
+use super::{CursorFuture, Described, ParentCursorsFuture, SettleFuture, Target};
 use crate::rest::TableShape;
 
 impl Store for DeltaSink {
@@ -50,6 +50,11 @@ impl Store for DeltaSink {
         let location = place(location, &target);
         let options = target.shape.schema_options();
         async move { DeltaSink::stored_schema(&location, options).await }
+    }
+
+    /// The checkpoints its commits made due, written.
+    fn settle(&self) -> SettleFuture<'_> {
+        DeltaSink::settle(self).boxed()
     }
 
     fn describe(&self) -> Result<Described, EtlError> {

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::{
-    CursorFuture, Described, Destination, ParentCursorsFuture, SchemaFuture, StoredUpdatedAt,
-    Table, TableFuture, Target,
+    CursorFuture, Described, Destination, ParentCursorsFuture, SchemaFuture, SettleFuture,
+    StoredUpdatedAt, Table, TableFuture, Target,
 };
 use crate::rest::PARENT_MEMBER;
 
@@ -41,6 +41,11 @@ pub(super) trait Store: RejectSink + fmt::Debug + Sized + 'static {
 
     /// Where its rows and rejects go, in words.
     fn describe(&self) -> Result<Described, EtlError>;
+
+    /// Waits for the work its loads left running ([`Table::settle`]).
+    fn settle(&self) -> SettleFuture<'_> {
+        Box::pin(async {})
+    }
 
     /// The typed schema of `target`'s table at `place`, read and nothing
     /// made ([`Destination::schema`]).
@@ -121,5 +126,9 @@ impl<T: Record + Clone, S: Store + Sink<T>> Table<T> for Keyed<S> {
 
     fn describe(&self) -> Result<Described, EtlError> {
         self.sink.inner().describe()
+    }
+
+    fn settle(&self) -> SettleFuture<'_> {
+        Store::settle(self.sink.inner())
     }
 }

@@ -41,6 +41,9 @@ pub type TableFuture<'a, T> = BoxFuture<'a, Result<Box<dyn Table<T>>, EtlError>>
 /// What [`Destination::schema`] answers.
 pub type SchemaFuture<'a> = BoxFuture<'a, Result<Option<Schema>, EtlError>>;
 
+/// What [`Table::settle`] answers.
+pub type SettleFuture<'a> = BoxFuture<'a, ()>;
+
 /// One resource's output, opened: where its rows of type `T` and their
 /// rejects go, each once.
 ///
@@ -80,6 +83,14 @@ pub trait Table<T: Record>: Send + Sync + fmt::Debug {
     /// scan, and one that cannot tell leaves each chain to read whole.
     fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Waits for the work its loads left running beside the next (a
+    /// Delta checkpoint being written), so that the end of the run's
+    /// runtime cuts nothing off. [`run`] calls it as a run ends, however
+    /// it ends. Nothing to wait for by default.
+    fn settle(&self) -> SettleFuture<'_> {
+        Box::pin(async {})
     }
 }
 
@@ -435,14 +446,17 @@ pub fn announce<T: Record>(table: &dyn Table<T>, cursor: Option<&str>) {
     }
 }
 
-/// Runs the pipeline from `source` into `table` ([`run_with_progress`]).
+/// Runs the pipeline from `source` into `table` ([`run_with_progress`]),
+/// then waits for what its loads left running ([`Table::settle`]).
 pub async fn run<S: Source>(
     table: &dyn Table<S::Row>,
     source: &mut S,
     max_pages: Option<u32>,
     on_page: impl FnMut(&Progress),
 ) -> Result<Summary, RunError> {
-    run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await
+    let done = run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await;
+    table.settle().await;
+    done
 }
 
 #[cfg(test)]
