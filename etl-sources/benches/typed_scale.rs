@@ -25,6 +25,11 @@
 //!   `dlt[deltalake,postgres]==1.31.0` (`benches/dlt_rest_api.py`, 3 runs).
 //!   `ETL_BENCH_ETL_BIN` names another `etl` binary to run instead of this
 //!   build's (an earlier release, for before and after in one sitting).
+//! - `overlap_postgres`: the typed `etl run` of those records against two
+//!   runs at once into one table family, each reading half the pages (a
+//!   second path serves them so, alternated, median of 3): how much of a
+//!   run is one side waiting for the other, the client making a page's
+//!   rows and the server inserting them.
 //!
 //! The PostgreSQL sections need `ETL_PG_URL`; without it they say so and
 //! measure nothing. Not criterion: each figure is a whole process or load,
@@ -62,14 +67,31 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
     "writers_delta",
     "run_postgres",
     "run_delta",
+    "overlap_postgres",
 ];
+
+/// A typed sink of either output, and the wait for what its loads left
+/// running (a Delta checkpoint), which a process makes before it ends.
+#[async_trait::async_trait]
+trait Loader: Sink<Issue> {
+    async fn settle(&self) {}
+}
+
+impl Loader for PostgresSink {}
+
+#[async_trait::async_trait]
+impl Loader for DeltaSink {
+    async fn settle(&self) {
+        DeltaSink::settle(self).await;
+    }
+}
 
 /// Where a section's typed table is.
 #[derive(Clone)]
@@ -108,7 +130,7 @@ impl Output {
     }
 
     /// The typed sink `etl run` opens for a file of resource `issues`.
-    async fn open(&self) -> Box<dyn Sink<Issue>> {
+    async fn open(&self) -> Box<dyn Loader> {
         let options = SchemaOptions::postgres();
         match self {
             Output::Postgres { url, table } => Box::new(
@@ -225,6 +247,11 @@ fn main() {
                 }
             }
             "run_delta" => runs(&rt, &delta("run"), dir.path(), 5),
+            "overlap_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_overlap") {
+                    overlap(&rt, &out, dir.path());
+                }
+            }
             other => panic!("unknown section {other}"),
         }
     }
@@ -320,6 +347,7 @@ async fn grow(out: &Output, n: usize) {
             .collect();
         assert_eq!(sink.load(&records).await.unwrap(), records.len());
     }
+    sink.settle().await;
     drop(sink);
     out.settle().await;
     println!(
@@ -374,6 +402,7 @@ fn writer(spec: &str) {
         for chunk in records.chunks(LOAD) {
             written += sink.load(chunk).await.unwrap();
         }
+        sink.settle().await;
         written
     });
     println!("{written}");
@@ -448,26 +477,109 @@ fn writers(rt: &tokio::runtime::Runtime, outs: &[Output; 2]) {
 /// (from 1), [`RUN_PAGE`] a page: `{"next": URL | null, "results": [...]}`.
 async fn serve_issues() -> MockServer {
     let server = MockServer::start().await;
+    mount_pages(&server, "/issues", &[RUN_RECORDS / RUN_PAGE]).await;
+    server
+}
+
+/// Mounts the pages of [`serve_issues`] at `path` on `server`: the pages
+/// `ends` name are last (no next URL), so that a run from the page after
+/// one reads on to the next.
+async fn mount_pages(server: &MockServer, at: &str, ends: &[usize]) {
     let records = issues_in(0..RUN_RECORDS);
-    let pages = RUN_RECORDS / RUN_PAGE;
-    for page in 1..=pages {
-        let next = if page < pages {
-            format!("\"{}/issues?page={}\"", server.uri(), page + 1)
-        } else {
+    for page in 1..=RUN_RECORDS / RUN_PAGE {
+        let next = if ends.contains(&page) {
             "null".to_owned()
+        } else {
+            format!("\"{}{at}?page={}\"", server.uri(), page + 1)
         };
         let results = records[(page - 1) * RUN_PAGE..page * RUN_PAGE].join(",");
         Mock::given(method("GET"))
-            .and(path("/issues"))
+            .and(path(at))
             .and(query_param("page", page.to_string()))
             .respond_with(ResponseTemplate::new(200).set_body_raw(
                 format!("{{\"next\":{next},\"results\":[{results}]}}"),
                 "application/json",
             ))
-            .mount(&server)
+            .mount(server)
             .await;
     }
-    server
+}
+
+/// One typed `etl run` of the served issues into a new table family of
+/// `out`, against two runs at once into one new family, each reading half
+/// the pages (alternated, median of 3). A run takes turns: it makes a
+/// page's rows, then waits while the server inserts them. Two runs at once
+/// overlap one's making with the other's inserting: what one run would
+/// gain by making the next page's rows while the server inserts a page's.
+fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let server = rt.block_on(serve_issues());
+    let half = RUN_RECORDS / RUN_PAGE / 2;
+    rt.block_on(mount_pages(&server, "/halves", &[half, 2 * half]));
+    let file = |name: &str, first: String| next_url_pipeline(dir, name, "issues", &first, "");
+    let whole = file(
+        "overlap-whole.toml",
+        format!("{}/issues?page=1", server.uri()),
+    );
+    let halves = [
+        file("overlap-a.toml", format!("{}/halves?page=1", server.uri())),
+        file(
+            "overlap-b.toml",
+            format!("{}/halves?page={}", server.uri(), half + 1),
+        ),
+    ];
+    let etl = etl_bin();
+    // The runs of `files` at once: seconds until the last ends.
+    let at_once = |files: &[&Path]| {
+        rt.block_on(out.drop());
+        let start = Instant::now();
+        let runs: Vec<_> = files
+            .iter()
+            .map(|file| {
+                Command::new(&etl)
+                    .arg("run")
+                    .arg(file)
+                    .args(out.args())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for run in runs {
+            let done = run.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&done.stdout);
+            let each = RUN_RECORDS / files.len();
+            assert!(
+                done.status.success() && stdout.contains(&format!("{each} new rows")),
+                "{stdout}{}",
+                String::from_utf8_lossy(&done.stderr)
+            );
+        }
+        let wall = start.elapsed().as_secs_f64();
+        rt.block_on(out.drop());
+        wall
+    };
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        one.push(at_once(&[whole.as_path()]));
+        two.push(at_once(&[halves[0].as_path(), halves[1].as_path()]));
+    }
+    let shown = |walls: &[f64]| {
+        walls
+            .iter()
+            .map(|w| format!("{w:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (one_wall, two_wall) = (median(one.clone()), median(two.clone()));
+    println!("| {RUN_RECORDS} records, typed | wall (median of 3) | each run |");
+    println!("|---|---:|---|");
+    println!("| one `etl run` | {one_wall:.3} s | {} |", shown(&one));
+    println!(
+        "| two at once, half the pages each | {two_wall:.3} s ({:.2}x) | {} |",
+        two_wall / one_wall,
+        shown(&two)
+    );
 }
 
 /// `etl run` of the served issues into a new table family of `out`, typed
