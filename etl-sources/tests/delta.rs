@@ -10,7 +10,7 @@
 #![cfg(all(feature = "delta", feature = "cli"))]
 
 #[path = "common/api.rs"]
-#[allow(dead_code)] // the API's other uses are other test binaries'
+#[allow(dead_code)] // the API's other uses are in other test binaries
 mod api;
 mod common;
 
