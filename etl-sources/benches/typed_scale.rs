@@ -1,4 +1,4 @@
-//! Typed tables at scale (issue 36; BENCHMARKS.md section 19):
+//! Typed tables at scale (issue 36; BENCHMARKS.md sections 19 to 22):
 //!
 //! ```sh
 //! ETL_PG_URL=postgres://postgres@127.0.0.1:5432/test \
@@ -481,9 +481,9 @@ async fn serve_issues() -> MockServer {
     server
 }
 
-/// Mounts the pages of [`serve_issues`] at `path` on `server`: the pages
-/// `ends` name are last (no next URL), so that a run from the page after
-/// one reads on to the next.
+/// Mounts the pages of [`serve_issues`] on `server` at the path `at`: the
+/// pages `ends` names are last (no next URL), so that a run from the page
+/// after one reads on to the next.
 async fn mount_pages(server: &MockServer, at: &str, ends: &[usize]) {
     let records = issues_in(0..RUN_RECORDS);
     for page in 1..=RUN_RECORDS / RUN_PAGE {
