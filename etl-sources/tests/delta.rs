@@ -14,7 +14,7 @@
 mod api;
 mod common;
 
-use api::{items, Api, Style};
+use api::{items, pipeline, Api, Style};
 use etl_sources::replay::{Replay, ReplayServer, Update, BUNDLED_LAUNCHES_2_3_0};
 use serde_json::Value;
 use std::path::Path;
@@ -340,15 +340,7 @@ async fn a_run_whose_last_commit_makes_a_checkpoint_due_writes_it_before_it_ends
     };
     let server = api.clone().serve().await;
     let file = dir.path().join("items.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"items\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\n{}",
-            server.uri(),
-            Style::NextUrl.paginate()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&file, pipeline(&server.uri(), Style::NextUrl, "")).unwrap();
     let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
     run.arg("run")
         .arg(&file)

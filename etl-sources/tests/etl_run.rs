@@ -6,7 +6,7 @@
 mod api;
 mod common;
 
-use api::{items, Api, Style};
+use api::{items, pipeline, Api, Style};
 use common::{records, text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -15,14 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::process::Command;
 use wiremock::ResponseTemplate;
-
-/// A pipeline file for the API at `uri`, with `extra` appended.
-fn pipeline(uri: &str, style: Style, extra: &str) -> String {
-    format!(
-        "name = \"items\"\nurl = \"{uri}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated_at\"\n{extra}\n{}",
-        style.paginate()
-    )
-}
 
 fn etl(dir: &Path, file: &str, args: &[&str]) -> Command {
     let path = dir.join("items.toml");

@@ -52,6 +52,15 @@ impl Style {
     }
 }
 
+/// A pipeline file of resource `items` for the API at `uri` paging in
+/// `style`, with `extra` appended to its top-level keys.
+pub fn pipeline(uri: &str, style: Style, extra: &str) -> String {
+    format!(
+        "name = \"items\"\nurl = \"{uri}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated_at\"\n{extra}\n{}",
+        style.paginate()
+    )
+}
+
 /// The API's state, shared with the test.
 #[derive(Clone)]
 pub struct Api {
