@@ -477,16 +477,16 @@ fn writers(rt: &tokio::runtime::Runtime, outs: &[Output; 2]) {
 /// (from 1), [`RUN_PAGE`] a page: `{"next": URL | null, "results": [...]}`.
 async fn serve_issues() -> MockServer {
     let server = MockServer::start().await;
-    mount_pages(&server, "/issues", &[RUN_RECORDS / RUN_PAGE]).await;
+    let records = issues_in(0..RUN_RECORDS);
+    mount_pages(&server, &records, "/issues", &[RUN_RECORDS / RUN_PAGE]).await;
     server
 }
 
-/// Mounts the pages of [`serve_issues`] on `server` at the path `at`: the
-/// pages `ends` names are last (no next URL), so that a run from the page
-/// after one reads on to the next.
-async fn mount_pages(server: &MockServer, at: &str, ends: &[usize]) {
-    let records = issues_in(0..RUN_RECORDS);
-    for page in 1..=RUN_RECORDS / RUN_PAGE {
+/// Mounts `records` on `server` at the path `at`, [`RUN_PAGE`] a page, as
+/// [`serve_issues`] serves them: the pages `ends` names are last (no next
+/// URL), so that a run from the page after one reads on to the next.
+async fn mount_pages(server: &MockServer, records: &[String], at: &str, ends: &[usize]) {
+    for page in 1..=records.len() / RUN_PAGE {
         let next = if ends.contains(&page) {
             "null".to_owned()
         } else {
@@ -512,9 +512,16 @@ async fn mount_pages(server: &MockServer, at: &str, ends: &[usize]) {
 /// overlap one's making with the other's inserting: what one run would
 /// gain by making the next page's rows while the server inserts a page's.
 fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
-    let server = rt.block_on(serve_issues());
+    // One server, the records made once: the whole run's pages and the
+    // halves' the same but for where they end.
+    let server = rt.block_on(MockServer::start());
+    let records = issues_in(0..RUN_RECORDS);
     let half = RUN_RECORDS / RUN_PAGE / 2;
-    rt.block_on(mount_pages(&server, "/halves", &[half, 2 * half]));
+    rt.block_on(async {
+        mount_pages(&server, &records, "/issues", &[2 * half]).await;
+        mount_pages(&server, &records, "/halves", &[half, 2 * half]).await;
+    });
+    drop(records);
     let file = |name: &str, first: String| next_url_pipeline(dir, name, "issues", &first, "");
     let whole = file(
         "overlap-whole.toml",
