@@ -119,7 +119,7 @@ pub use content::{
     record::Record,
     reject::{JsonlRejects, Reject, RejectSink},
     row::Row,
-    sink::Sink,
+    sink::{Prepared, Sink},
 };
 
 #[cfg(feature = "macros")]

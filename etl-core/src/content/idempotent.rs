@@ -8,8 +8,10 @@
 
 use async_trait::async_trait;
 use std::borrow::Cow;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 mod keys;
@@ -18,7 +20,7 @@ use keys::{Keys, LoadId};
 
 use super::{parse_key, record_digests, Digest};
 use crate::content::jsonl::each_piece;
-use crate::{EtlError, JsonlSink, Record, Row, Sink};
+use crate::{EtlError, JsonlSink, Prepared, Record, Row, Sink};
 use std::path::Path;
 
 /// A batch larger than this is hashed in slices of this many rows, with a
@@ -237,6 +239,9 @@ impl Claim<'_> {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
+        if self.digests.is_empty() {
+            return;
+        }
         self.keys
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -246,36 +251,76 @@ impl Drop for Claim<'_> {
 }
 
 impl<S> IdempotentSink<S> {
-    /// Writes the claimed rows through the inner sink; the claim settles
-    /// when this returns or its future is dropped.
-    async fn write<T>(
+    /// The claim of the keys `digests`, settled when it is dropped.
+    fn claim_of(&self, digests: Vec<Digest>) -> Claim<'_> {
+        Claim {
+            keys: &self.keys,
+            settled: &self.settled,
+            digests,
+            written: false,
+        }
+    }
+
+    /// A wait for the next claim to settle, registered now: a claim that
+    /// settles after a look made from here on cannot be missed.
+    fn next_settle(&self) -> Pin<Box<Notified<'_>>> {
+        let mut settled = Box::pin(self.settled.notified());
+        settled.as_mut().enable();
+        settled
+    }
+
+    /// The claimed rows of `rows` (their places in `claimed`) as the batch
+    /// the inner sink is handed. The common case,
+    /// a batch of all-new distinct rows, goes through without copying a
+    /// row.
+    fn claimed_rows<'r, T: Clone>(rows: &'r [T], claimed: &[usize]) -> Cow<'r, [T]> {
+        if claimed.len() == rows.len() {
+            Cow::Borrowed(rows)
+        } else {
+            Cow::Owned(claimed.iter().map(|&i| rows[i].clone()).collect())
+        }
+    }
+
+    /// The rest of a load whose first look claimed `claimed` (its claim
+    /// `claim`) and found `waiting` claimed by others: writes what it
+    /// claimed, then waits for the others' claims to settle and looks
+    /// again, until every row is written.
+    async fn finish<T>(
         &self,
         rows: &[T],
         digests: &[Digest],
-        claimed: &[usize],
+        me: LoadId,
+        mut pass: keys::Pass,
+        mut claim: Claim<'_>,
+        mut settled: Pin<Box<Notified<'_>>>,
     ) -> Result<usize, EtlError>
     where
         T: Record + Clone,
         S: Sink<T>,
     {
-        let claim = Claim {
-            keys: &self.keys,
-            settled: &self.settled,
-            digests: claimed.iter().map(|&i| digests[i]).collect(),
-            written: false,
-        };
-        // The common case, a batch of all-new distinct rows, goes through
-        // without copying a row.
-        let batch: Cow<'_, [T]> = if claimed.len() == rows.len() {
-            Cow::Borrowed(rows)
-        } else {
-            Cow::Owned(claimed.iter().map(|&i| rows[i].clone()).collect())
-        };
-        // The claim's digests are the batch's, in its order: handed on, so
-        // that a sink keyed by content does not hash the rows again.
-        let count = self.inner.load_keyed(&batch, &claim.digests).await?;
-        claim.written();
-        Ok(count)
+        let mut written = 0;
+        loop {
+            if !pass.claimed.is_empty() {
+                let batch = Self::claimed_rows(rows, &pass.claimed);
+                // The claim's digests are the batch's, in its order: handed
+                // on, so that a sink keyed by content does not hash the
+                // rows again.
+                written += self.inner.load_keyed(&batch, &claim.digests).await?;
+                claim.written();
+            } else {
+                drop(claim);
+            }
+            if pass.waiting.is_empty() {
+                break;
+            }
+            // Another load is writing some of our rows: wait for it, then
+            // look again (they are written, or free for us to write).
+            settled.await;
+            settled = self.next_settle();
+            pass = self.lock().claim(digests, &pass.waiting, me);
+            claim = self.claim_of(pass.claimed.iter().map(|&i| digests[i]).collect());
+        }
+        Ok(written)
     }
 }
 
@@ -364,40 +409,60 @@ where
     S: Sink<T>,
 {
     async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
+        self.prepare(rows, None).await?.write().await
+    }
+
+    /// Hashes the rows (unless `digests` are given) and claims the new
+    /// ones now. When the batch is all new and none of it is another
+    /// load's to write, the inner sink prepares it now too; otherwise its
+    /// rows are sorted out as it is written. The claims are given back if
+    /// the [`Prepared`] is dropped unwritten.
+    async fn prepare<'a>(
+        &'a self,
+        rows: &'a [T],
+        digests: Option<&[Digest]>,
+    ) -> Result<Prepared<'a>, EtlError> {
         // Every key before any is claimed: a row that cannot be serialised
         // fails the batch here, with nothing marked.
-        let digests = batch_digests(rows).await?;
+        let digests = match digests {
+            Some(digests) => digests.to_vec(),
+            None => batch_digests(rows).await?,
+        };
 
         // Duplicates within the batch are found by the claims themselves
         // (a key claimed under our own id), not by a set of its own: one
         // hash-table operation a row less on the serial part of a load.
         let me = next_load_id();
-        let mut todo: Vec<usize> = (0..rows.len()).collect();
-
-        let mut written = 0;
-        while !todo.is_empty() {
-            // Registered before looking, so a claim that settles after the
-            // look below cannot be missed.
-            let settled = self.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-
-            let pass = self.lock().claim(&digests, &todo, me);
-            if !pass.claimed.is_empty() {
-                written += self.write(rows, &digests, &pass.claimed).await?;
-            }
-            if pass.waiting.is_empty() {
-                break;
-            }
-            // Another load is writing some of our rows: wait for it, then
-            // look again (they are written, or free for us to write).
-            settled.await;
-            todo = pass.waiting;
+        let settled = self.next_settle();
+        let todo: Vec<usize> = (0..rows.len()).collect();
+        let pass = self.lock().claim(&digests, &todo, me);
+        let claim = self.claim_of(pass.claimed.iter().map(|&i| digests[i]).collect());
+        let total = rows.len();
+        if total > 0 && pass.waiting.is_empty() && pass.claimed.len() == total {
+            let inner = self.inner.prepare(rows, Some(&claim.digests)).await?;
+            return Ok(Prepared::new(async move {
+                let written = inner.write().await?;
+                claim.written();
+                count_rows(written, total);
+                Ok(written)
+            }));
         }
-        #[cfg(feature = "metrics")]
-        crate::metrics::sink_rows(written as u64, rows.len().saturating_sub(written) as u64);
-        Ok(written)
+        Ok(Prepared::new(async move {
+            let written = self
+                .finish(rows, &digests, me, pass, claim, settled)
+                .await?;
+            count_rows(written, total);
+            Ok(written)
+        }))
     }
+}
+
+/// A load's rows in the metrics: `written` new of `total`.
+fn count_rows(written: usize, total: usize) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::sink_rows(written as u64, total.saturating_sub(written) as u64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (written, total);
 }
 
 #[cfg(test)]

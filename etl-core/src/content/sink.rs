@@ -1,6 +1,8 @@
 //! [`Sink`]: where a pipeline's rows end up.
 
 use async_trait::async_trait;
+use std::future::Future;
+use std::pin::Pin;
 
 use super::{canonical_batch, canonical_keyed, Digest, KeyedJson};
 use crate::{EtlError, Record, Row};
@@ -45,6 +47,78 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
         let _ = digests;
         self.load(rows).await
     }
+
+    /// [`Sink::load`] in two steps: this one makes what the load will
+    /// write (keys, encodings, rows in the output's form) and writes
+    /// nothing; [`Prepared::write`] writes it and answers as `load` would.
+    /// A caller that prepares the next batch while the one before is being
+    /// written keeps both the writer and the output busy: the pipeline
+    /// does so, and writes its batches in order.
+    ///
+    /// `digests`, when given, are as in [`Sink::load_keyed`].
+    ///
+    /// Nothing reaches the output before the [`Prepared`] is written, and
+    /// one dropped unwritten writes nothing. Several batches may be
+    /// prepared before the first is written; write them in the order they
+    /// were prepared (an [`crate::IdempotentSink`] batch holding rows of
+    /// one prepared before it waits for that one's write). One made stale
+    /// by a write in between (a schema it grew, say) is made again as it
+    /// is written. The default prepares nothing ahead: its [`Prepared`]
+    /// runs the whole load.
+    ///
+    /// ```
+    /// use etl_core::{IdempotentSink, JsonlSink, Launch, Row, Sink};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), etl_core::EtlError> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let sink = IdempotentSink::new(JsonlSink::open(dir.path().join("launches.jsonl"))?);
+    /// let row = |id: &str| Row::Launches(Launch { id: id.into(), name: "Electron".into(), ..Default::default() });
+    /// let (first, second) = ([row("a")], [row("b"), row("a")]);
+    /// let first = sink.prepare(&first, None).await?;
+    /// let second = sink.prepare(&second, None).await?; // made while the first is not yet written
+    /// assert_eq!(first.write().await?, 1);
+    /// assert_eq!(second.write().await?, 1, "\"a\" is written once");
+    /// # Ok(())
+    /// # }
+    /// ```
+    async fn prepare<'a>(
+        &'a self,
+        rows: &'a [T],
+        digests: Option<&[Digest]>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        Ok(match digests {
+            None => Prepared::new(self.load(rows)),
+            Some(digests) => {
+                let digests = digests.to_vec();
+                Prepared::new(async move { self.load_keyed(rows, &digests).await })
+            }
+        })
+    }
+}
+
+/// A batch [`Sink::prepare`] made ready and nothing of it written yet.
+/// [`Prepared::write`] writes it; dropped unwritten, it writes nothing.
+#[must_use = "a prepared batch is written only by `write`"]
+pub struct Prepared<'a>(Pin<Box<dyn Future<Output = Result<usize, EtlError>> + Send + 'a>>);
+
+impl<'a> Prepared<'a> {
+    /// The rest of the load: `write`, not yet started (a future does
+    /// nothing until it is polled).
+    pub fn new(write: impl Future<Output = Result<usize, EtlError>> + Send + 'a) -> Self {
+        Prepared(Box::pin(write))
+    }
+
+    /// Writes the batch: how many rows were new, as [`Sink::load`] says.
+    pub async fn write(self) -> Result<usize, EtlError> {
+        self.0.await
+    }
+}
+
+impl std::fmt::Debug for Prepared<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").finish_non_exhaustive()
+    }
 }
 
 /// A shared sink is a sink: lets one sink serve several pipelines or tasks.
@@ -56,6 +130,14 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 
     async fn load_keyed(&self, rows: &[T], digests: &[Digest]) -> Result<usize, EtlError> {
         (**self).load_keyed(rows, digests).await
+    }
+
+    async fn prepare<'a>(
+        &'a self,
+        rows: &'a [T],
+        digests: Option<&[Digest]>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        (**self).prepare(rows, digests).await
     }
 }
 
@@ -105,6 +187,17 @@ pub trait CanonicalSink: Send + Sync {
         rows: &[T],
         encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError>;
+
+    /// [`CanonicalSink::store`] in two steps, as [`Sink::prepare`] says:
+    /// what can be made before the write is made now, and the
+    /// [`Prepared`] stores it. The default makes nothing ahead.
+    async fn prepare_store<'a, T: Record>(
+        &'a self,
+        rows: &'a [T],
+        encoded: Vec<KeyedJson>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        Ok(Prepared::new(self.store(rows, encoded)))
+    }
 }
 
 #[async_trait]
@@ -123,5 +216,22 @@ impl<T: Record, S: CanonicalSink> Sink<T> for S {
             return Ok(0);
         }
         self.store(rows, canonical_keyed(rows, digests)?).await
+    }
+
+    /// The rows' keys and JSON made now, then what
+    /// [`CanonicalSink::prepare_store`] makes of them.
+    async fn prepare<'a>(
+        &'a self,
+        rows: &'a [T],
+        digests: Option<&[Digest]>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        if rows.is_empty() {
+            return Ok(Prepared::new(async { Ok(0) }));
+        }
+        let encoded = match digests {
+            Some(digests) => canonical_keyed(rows, digests)?,
+            None => canonical_batch(rows)?,
+        };
+        self.prepare_store(rows, encoded).await
     }
 }

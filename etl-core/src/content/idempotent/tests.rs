@@ -517,3 +517,38 @@ async fn the_inner_sink_is_handed_each_rows_content_digest() {
     }
     assert_eq!(calls[1].0.len(), 2);
 }
+
+#[tokio::test]
+async fn a_batch_prepared_and_dropped_unwritten_gives_its_keys_back() {
+    let sink = IdempotentSink::new(Recorder::default());
+    let rows = [row("a"), row("b")];
+    let prepared = sink.prepare(&rows, None).await.unwrap();
+    assert_eq!(sink.inner().calls(), 0, "nothing is written by preparing");
+    drop(prepared);
+    assert_eq!(sink.seen_count(), 0);
+    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.inner().written_ids(), ["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_batch_prepared_behind_an_unwritten_one_writes_their_shared_rows_once() {
+    let sink = IdempotentSink::new(Recorder::default());
+    let (first, second) = ([row("a"), row("b")], [row("b"), row("c")]);
+    let first = sink.prepare(&first, None).await.unwrap();
+    let second = sink.prepare(&second, None).await.unwrap();
+    assert_eq!(first.write().await.unwrap(), 2);
+    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(sink.inner().written_ids(), ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn a_batch_prepared_behind_one_that_fails_writes_the_shared_rows_itself() {
+    let sink = IdempotentSink::new(Recorder::scripted([Step::Fail]));
+    let (first, second) = ([row("a"), row("b")], [row("b"), row("c")]);
+    let first = sink.prepare(&first, None).await.unwrap();
+    let second = sink.prepare(&second, None).await.unwrap();
+    assert!(first.write().await.is_err());
+    assert_eq!(second.write().await.unwrap(), 2);
+    // Its own row first, then the one the failed write gave back.
+    assert_eq!(sink.inner().written_ids(), ["c", "b"]);
+}
