@@ -40,8 +40,9 @@ mod typed;
 
 use async_trait::async_trait;
 use etl_core::content::{CanonicalSink, KeyedJson};
-use etl_core::{EtlError, Record, Reject, RejectSink};
+use etl_core::{EtlError, Prepared, Record, Reject, RejectSink};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
@@ -92,14 +93,30 @@ pub use typed::SCHEMA_TABLE;
 /// (`reject_key text PRIMARY KEY, raw text, error text, source text,
 /// rejected_at timestamptz`), created on the first reject, each entry once.
 pub struct PostgresSink {
-    url: String,
     table: TableName,
     /// The table's id column (`launch_id` or `record_id`).
     id_column: TableName,
-    client: Mutex<Option<Client>>,
+    /// Shared with a typed write running on a task of its own.
+    conn: Arc<Connection>,
     rejects_table_ready: AtomicBool,
     /// The typed shape's tables; `None` in the JSON shape.
-    typed: Option<typed::Typed>,
+    typed: Option<Arc<typed::Typed>>,
+}
+
+/// The sink's connection: the URL it (re)connects to, and the client, if
+/// connected.
+struct Connection {
+    url: String,
+    client: Mutex<Option<Client>>,
+}
+
+impl Connection {
+    fn new(url: &str, client: Client) -> Arc<Connection> {
+        Arc::new(Connection {
+            url: url.to_owned(),
+            client: Mutex::new(Some(client)),
+        })
+    }
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -130,10 +147,9 @@ impl PostgresSink {
         let client = open(url).await?;
         let id_column = table::prepare(&client, &table, T::ID_COLUMN).await?;
         Ok(PostgresSink {
-            url: url.to_string(),
             id_column: TableName::new(&id_column)?,
             table,
-            client: Mutex::new(Some(client)),
+            conn: Connection::new(url, client),
             rejects_table_ready: AtomicBool::new(false),
             typed: None,
         })
@@ -197,12 +213,11 @@ impl PostgresSink {
         let client = open(url).await?;
         match typed::Typed::open(&client, &name, options).await? {
             Some(typed) => Ok(PostgresSink {
-                url: url.to_string(),
                 id_column: TableName::new(etl_core::content::typed::loader::ID)?,
                 table: name,
-                client: Mutex::new(Some(client)),
+                conn: Connection::new(url, client),
                 rejects_table_ready: AtomicBool::new(false),
-                typed: Some(typed),
+                typed: Some(Arc::new(typed)),
             }),
             None => {
                 drop(client);
@@ -350,8 +365,8 @@ impl PostgresSink {
 
     /// Runs a statement without parameters on the (re)connected client.
     async fn query(&self, sql: &str) -> Result<Vec<tokio_postgres::Row>, EtlError> {
-        let mut slot = self.client.lock().await;
-        let client = connected(&mut slot, &self.url).await?;
+        let mut slot = self.conn.client.lock().await;
+        let client = connected(&mut slot, &self.conn.url).await?;
         client
             .query(sql, &[])
             .await
@@ -389,20 +404,8 @@ impl CanonicalSink for PostgresSink {
         rows: &[T],
         encoded: Vec<KeyedJson>,
     ) -> Result<usize, EtlError> {
-        if let Some(typed) = &self.typed {
-            let (new, refused) = {
-                let mut slot = self.client.lock().await;
-                let client = connected(&mut slot, &self.url).await?;
-                let done = typed.store(client, rows, &encoded).await;
-                if let Err(e) = &done {
-                    if e.connection_lost() {
-                        *slot = None;
-                    }
-                }
-                done?
-            };
-            self.reject(&refused).await?;
-            return Ok(new);
+        if self.typed.is_some() {
+            return self.prepare_store(rows, encoded).await?.write().await;
         }
         let mut keys = Vec::with_capacity(rows.len());
         let mut docs = Vec::with_capacity(rows.len());
@@ -428,8 +431,8 @@ impl CanonicalSink for PostgresSink {
             t = self.table.quoted(),
             id = self.id_column.quoted()
         );
-        let mut slot = self.client.lock().await;
-        let client = connected(&mut slot, &self.url).await?;
+        let mut slot = self.conn.client.lock().await;
+        let client = connected(&mut slot, &self.conn.url).await?;
         // One statement: atomic on its own, so a process killed mid-batch
         // leaves nothing of it behind.
         let inserted = client
@@ -437,6 +440,45 @@ impl CanonicalSink for PostgresSink {
             .await
             .map_err(|e| errors::from_pg(e, &mut slot))?;
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
+    }
+
+    /// In the typed shape, the batch's rows are made now (on the schema
+    /// as this process knows it; remade as they are written if it moved),
+    /// and nothing touches the connection until the write, which runs on
+    /// a task of its own: the next batch is made while it runs, without
+    /// holding it up. A write, once started, runs to its commit or
+    /// rollback even if its future is dropped. The JSON shape makes
+    /// nothing ahead.
+    async fn prepare_store<'a, T: Record>(
+        &'a self,
+        rows: &'a [T],
+        encoded: Vec<KeyedJson>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        let Some(typed) = &self.typed else {
+            return Ok(Prepared::new(self.store(rows, encoded)));
+        };
+        let records = typed::Records::of(rows, encoded);
+        let made = typed.make(&records).await?;
+        let (typed, conn) = (Arc::clone(typed), Arc::clone(&self.conn));
+        Ok(Prepared::new(async move {
+            let write = tokio::spawn(async move {
+                let mut slot = conn.client.lock().await;
+                let client = connected(&mut slot, &conn.url).await?;
+                let done = typed.write(client, &records, made).await;
+                if let Err(e) = &done {
+                    if e.connection_lost() {
+                        *slot = None;
+                    }
+                }
+                done
+            });
+            let (new, refused) = write.await.map_err(|e| EtlError::Database {
+                sqlstate: None,
+                message: format!("the write's task ended before the write: {e}"),
+            })??;
+            self.reject(&refused).await?;
+            Ok(new)
+        }))
     }
 }
 
@@ -457,8 +499,8 @@ impl RejectSink for PostgresSink {
             errs.push(r.error.as_str());
             sources.push(r.source.as_str());
         }
-        let mut slot = self.client.lock().await;
-        let client = connected(&mut slot, &self.url).await?;
+        let mut slot = self.conn.client.lock().await;
+        let client = connected(&mut slot, &self.conn.url).await?;
         if !self.rejects_table_ready.load(Ordering::Acquire) {
             table::create_rejects(client, &table).await?;
             self.rejects_table_ready.store(true, Ordering::Release);

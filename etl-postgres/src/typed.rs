@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etl_core::content::naming::{fit, POSTGRES_MAX_BYTES};
 use etl_core::content::typed::{
-    loader, meta_json, update_micros, Cell, ColumnType, Misfit, RowKeys, RowWriter, Schema,
-    SchemaOptions, ShredError, SplitWriter, Table,
+    loader, meta_json, update_micros, Cell, ColumnType, Contract, Misfit, RowKeys, RowWriter,
+    Schema, SchemaOptions, ShredError, SplitWriter, Table,
 };
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
@@ -33,10 +33,72 @@ pub(crate) struct Typed {
 }
 
 struct State {
+    /// The schema the next batch is made on: as stored, and grown by the
+    /// batches made and not yet written.
     schema: Schema,
-    /// The stored text `schema` was read from or written as; empty when
-    /// it must be read again (after a failed load).
+    /// The stored text `schema` was read from, or will be written as once
+    /// the batches made on it commit; empty when unknown (after a failed
+    /// load): the next batch is then made again as it is written.
     stored: String,
+}
+
+/// A batch's records as a typed table's rows are made of them: their keys
+/// and canonical JSON, and the loader values their [`Record`]s give.
+/// Owned, so that a write can run on a task of its own.
+pub(crate) struct Records {
+    encoded: Vec<KeyedJson>,
+    ids: Vec<Option<String>>,
+    updated: Vec<Option<SystemTime>>,
+}
+
+impl Records {
+    /// The records `rows`, whose keys and canonical JSON are `encoded`.
+    pub(crate) fn of<T: Record>(rows: &[T], encoded: Vec<KeyedJson>) -> Records {
+        let ids = rows.iter().map(Record::record_id).collect();
+        let updated = (rows.iter().zip(&encoded))
+            // Any offset, as a timestamp column reads it (the JSON
+            // shape's reader takes UTC alone).
+            .map(|(row, KeyedJson { key, .. })| update_micros(row, key).map(micros_to_time))
+            .collect();
+        Records {
+            encoded,
+            ids,
+            updated,
+        }
+    }
+}
+
+/// A batch's rows made on one schema ([`Typed::make`]), not yet written.
+pub(crate) struct Made {
+    /// The stored schema's text the batch was made on.
+    base: String,
+    /// That schema, with what the batch adds.
+    schema: Schema,
+    /// What the batch adds to the stored schema, if anything.
+    growth: Option<Growth>,
+    /// Whether the schema counted the tables as existing (a frozen
+    /// contract refuses what would change them).
+    existed: bool,
+    batch: Batch,
+    /// Made again as it was written: the stored schema had moved.
+    remade: bool,
+}
+
+impl Made {
+    /// The stored schema's text once the batch commits.
+    fn stored_text(&self) -> &str {
+        match &self.growth {
+            Some(growth) => &growth.text,
+            None => &self.base,
+        }
+    }
+}
+
+/// Columns and tables a batch adds: the DDL that makes them and the
+/// schema's text to store with them.
+struct Growth {
+    ddl: String,
+    text: String,
 }
 
 /// A quoted identifier: a name is data, never SQL.
@@ -109,103 +171,156 @@ impl Typed {
         let made = make_family(client, table, &fresh, &fresh_text).await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
-        let state = State {
-            schema: fresh,
-            stored: if made { fresh_text } else { String::new() },
-        };
-        Ok(Some(Typed {
+        let mut typed = Typed {
             table: table.clone(),
             options,
-            state: Mutex::new(state),
-        }))
+            state: Mutex::new(State {
+                schema: fresh,
+                stored: fresh_text,
+            }),
+        };
+        if !made {
+            let stored = typed.read_stored(client, false).await?;
+            let schema = typed.parse(&stored)?;
+            *typed.state.get_mut() = State { schema, stored };
+        }
+        Ok(Some(typed))
     }
 
-    /// Loads `rows` (their keys and canonical JSON `encoded`) in one
-    /// transaction: the columns and tables they add, their rows, and the
-    /// child rows of those that were new. Returns how many rows were new, and the records a
-    /// frozen schema refused, as rejects.
-    pub(crate) async fn store<T: Record>(
+    /// Makes the rows of `records` on the schema as this process last knew it, touching no connection:
+    /// the first half of a load, which may run while the batch before is
+    /// still being written ([`Typed::write`] checks the schema it was made
+    /// on).
+    pub(crate) async fn make(&self, records: &Records) -> Result<Made, EtlError> {
+        let mut state = self.state.lock().await;
+        let base = state.stored.clone();
+        match self.made_on(&mut state.schema, base, records) {
+            Ok(made) => {
+                // The next batch is made on this one's columns, as the
+                // stored schema will hold them once this one commits; if
+                // it does not, that batch is made again as it is written.
+                if let Some(growth) = &made.growth {
+                    state.stored.clone_from(&growth.text);
+                }
+                Ok(made)
+            }
+            Err(e) => {
+                // The schema may hold some of the batch's columns: read it
+                // again next time.
+                state.stored.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a batch [`Typed::make`] made, in one transaction: the
+    /// columns and tables it adds, its rows, and the child rows of those
+    /// that were new. Made again first when the stored schema is not the
+    /// one it was made on (another writer grew it, or a batch before it
+    /// failed). Returns how many rows were new, and the records a frozen
+    /// schema refused, as rejects.
+    pub(crate) async fn write(
         &self,
         client: &Client,
-        rows: &[T],
-        encoded: &[KeyedJson],
+        records: &Records,
+        made: Made,
     ) -> Result<(usize, Vec<Reject>), EtlError> {
-        let mut state = self.state.lock().await;
         client
             .batch_execute("BEGIN")
             .await
             .map_err(|e| errors::from_pg_plain(&e))?;
-        let done = self.store_in(client, &mut state, rows, encoded).await;
-        match done {
-            Ok(done) => {
-                client.batch_execute("COMMIT").await.map_err(|e| {
-                    state.stored.clear();
-                    errors::from_pg_plain(&e)
-                })?;
+        match self.write_in(client, records, made).await {
+            Ok((made, inserted)) => {
+                if let Err(e) = client.batch_execute("COMMIT").await {
+                    self.forget().await;
+                    return Err(errors::from_pg_plain(&e));
+                }
+                let mut state = self.state.lock().await;
+                if made.remade {
+                    state.stored = made.stored_text().to_owned();
+                    state.schema = made.schema;
+                }
                 state.schema.set_exists();
-                Ok(done)
+                Ok((inserted, made.batch.refused))
             }
             Err(e) => {
                 // The schema in memory may hold columns that were never
                 // committed: read it again next time.
-                state.stored.clear();
+                self.forget().await;
                 let _ = client.batch_execute("ROLLBACK").await;
                 Err(e)
             }
         }
     }
 
-    async fn store_in<T: Record>(
+    /// Forgets which stored schema the one in memory is: the next batch
+    /// is made again as it is written, on the stored one.
+    async fn forget(&self) {
+        self.state.lock().await.stored.clear();
+    }
+
+    async fn write_in(
         &self,
         client: &Client,
-        state: &mut State,
-        rows: &[T],
-        encoded: &[KeyedJson],
-    ) -> Result<(usize, Vec<Reject>), EtlError> {
-        self.refresh(client, state, false).await?;
-        let mut before = Shape::of(&state.schema);
-        let generation = state.schema.generation();
-        let mut batch = self.shred(&mut state.schema, rows, encoded)?;
-        if state.schema.generation() != generation {
-            // Columns or tables to add: one writer at a time, against the
-            // schema as it is now (another may have grown it meanwhile, and
-            // then this batch's rows are made again on the grown schema).
-            if self.refresh(client, state, true).await? {
-                before = Shape::of(&state.schema);
-                batch = self.shred(&mut state.schema, rows, encoded)?;
+        records: &Records,
+        mut made: Made,
+    ) -> Result<(Made, usize), EtlError> {
+        // Columns or tables to add are added by one writer at a time
+        // (the schema row locked), against the schema as it is then.
+        let mut lock = false;
+        loop {
+            let stored = self.read_stored(client, lock).await?;
+            if stored != made.base || self.frozen_since(&made).await {
+                let mut schema = self.parse(&stored)?;
+                made = self.made_on(&mut schema, stored, records)?;
+                made.remade = true;
             }
-            let ddl = grow_sql(&state.schema, &before);
-            if !ddl.is_empty() {
+            if made.growth.is_none() || lock {
+                break;
+            }
+            lock = true;
+        }
+        if let Some(growth) = &made.growth {
+            if !growth.ddl.is_empty() {
                 client
-                    .batch_execute(&ddl)
+                    .batch_execute(&growth.ddl)
                     .await
                     .map_err(|e| errors::from_pg_plain(&e))?;
             }
-            let text = state.schema.to_json();
             client
                 .execute(
                     &format!(
                         "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
                         quote(SCHEMA_TABLE)
                     ),
-                    &[&self.table.as_str(), &text],
+                    &[&self.table.as_str(), &growth.text],
                 )
                 .await
                 .map_err(|e| errors::from_pg_plain(&e))?;
-            state.stored = text;
         }
-        let inserted = batch.insert(client, &state.schema).await?;
-        Ok((inserted, batch.refused))
+        let inserted = made.batch.insert(client, &made.schema).await?;
+        Ok((made, inserted))
     }
 
-    /// Reads the stored schema (`FOR UPDATE` when `lock`) and takes it when
-    /// it differs from the one in memory. Returns whether it did.
-    async fn refresh(
-        &self,
-        client: &Client,
-        state: &mut State,
-        lock: bool,
-    ) -> Result<bool, EtlError> {
+    /// Whether `made` was made before the tables existed, under a frozen
+    /// contract, and a batch has committed since: it may add what the
+    /// contract now refuses.
+    async fn frozen_since(&self, made: &Made) -> bool {
+        !made.existed
+            && self.options.contract == Contract::Freeze
+            && self.state.lock().await.schema.exists()
+    }
+
+    /// The schema stored as `text`.
+    fn parse(&self, text: &str) -> Result<Schema, EtlError> {
+        Schema::from_json(text, self.options.clone()).map_err(|e| {
+            EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", self.table.as_str()))
+        })
+    }
+
+    /// The stored schema's text, its row locked until the transaction ends
+    /// when `lock`.
+    async fn read_stored(&self, client: &Client, lock: bool) -> Result<String, EtlError> {
         let sql = format!(
             "SELECT schema FROM {} WHERE table_name = $1{}",
             quote(SCHEMA_TABLE),
@@ -215,44 +330,58 @@ impl Typed {
             .query_one(&sql, &[&self.table.as_str()])
             .await
             .map_err(|e| errors::from_pg_plain(&e))?;
-        let stored: String = row.try_get(0).map_err(|e| errors::from_pg_plain(&e))?;
-        if stored == state.stored {
-            return Ok(false);
-        }
-        state.schema = Schema::from_json(&stored, self.options.clone()).map_err(|e| {
-            EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", self.table.as_str()))
-        })?;
-        state.stored = stored;
-        Ok(true)
+        row.try_get(0).map_err(|e| errors::from_pg_plain(&e))
     }
 
-    /// The batch's rows of `rows`, on every core when they are many; the
-    /// records a frozen schema refused are its rejects.
-    fn shred<T: Record>(
+    /// The batch of `records` made on `schema`, whose stored text is
+    /// `base`; `schema` grows by what the batch adds.
+    fn made_on(
         &self,
         schema: &mut Schema,
-        rows: &[T],
-        encoded: &[KeyedJson],
-    ) -> Result<Batch, EtlError> {
-        let (batch, _) = schema.shred_batch(rows.len(), |schema, batch: &mut Batch, i| {
-            let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
-            match schema.shred(json, key, batch) {
-                Ok(()) => batch.record(row, key, json),
-                // Refused before the batch saw any of it.
-                Err(ShredError::Refused(refused)) => {
-                    let reject = Reject::new(
-                        json.as_str(),
-                        refused.to_string(),
-                        format!("table {}", self.table.as_str()),
-                    )?;
-                    batch.refused.push(reject);
+        base: String,
+        records: &Records,
+    ) -> Result<Made, EtlError> {
+        let before = Shape::of(schema);
+        let generation = schema.generation();
+        let existed = schema.exists();
+        let batch = self.shred(schema, records)?;
+        let growth = (schema.generation() != generation).then(|| Growth {
+            ddl: grow_sql(schema, &before),
+            text: schema.to_json(),
+        });
+        Ok(Made {
+            base,
+            schema: schema.clone(),
+            growth,
+            existed,
+            batch,
+            remade: false,
+        })
+    }
+
+    /// The batch's rows of `records`, on every core when they are many;
+    /// the records a frozen schema refused are its rejects.
+    fn shred(&self, schema: &mut Schema, records: &Records) -> Result<Batch, EtlError> {
+        let (batch, _) =
+            schema.shred_batch(records.encoded.len(), |schema, batch: &mut Batch, i| {
+                let KeyedJson { key, json } = &records.encoded[i];
+                match schema.shred(json, key, batch) {
+                    Ok(()) => batch.record(records, i),
+                    // Refused before the batch saw any of it.
+                    Err(ShredError::Refused(refused)) => {
+                        let reject = Reject::new(
+                            json.as_str(),
+                            refused.to_string(),
+                            format!("table {}", self.table.as_str()),
+                        )?;
+                        batch.refused.push(reject);
+                    }
+                    Err(ShredError::Json(e)) => {
+                        return Err(EtlError::Parse(format!("record {key}: {e}")));
+                    }
                 }
-                Err(ShredError::Json(e)) => {
-                    return Err(EtlError::Parse(format!("record {key}: {e}")));
-                }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
         Ok(batch)
     }
 }
@@ -735,14 +864,12 @@ impl SplitWriter for Batch {
 }
 
 impl Batch {
-    /// The resource's row just shredded: its id, update time and text.
-    fn record<T: Record>(&mut self, row: &T, key: &str, json: &str) {
-        self.ids.push(row.record_id());
-        // Any offset, as a timestamp column reads it (the JSON shape's
-        // reader takes UTC alone).
-        let updated = update_micros(row, key).map(micros_to_time);
-        self.updated.push(updated);
-        self.texts.push(json.to_owned());
+    /// The resource's row just shredded, record `i` of `records`: its
+    /// id, update time and text.
+    fn record(&mut self, records: &Records, i: usize) {
+        self.ids.push(records.ids[i].clone());
+        self.updated.push(records.updated[i]);
+        self.texts.push(records.encoded[i].json.clone());
     }
 
     /// Inserts the resource's rows, then the child rows of those that were

@@ -868,3 +868,103 @@ async fn kill_9_mid_load_then_a_rerun_leaves_each_record_and_child_once() {
     whole(&admin, &t).await;
     drop_family(&admin, &t).await;
 }
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn batches_made_before_the_stored_schema_moved_are_made_again_as_they_are_written() {
+    let (admin, t) = fresh("made_ahead").await;
+    let options = SchemaOptions::postgres();
+    let ours = PostgresSink::connect_typed::<Doc>(&url(), &t, options.clone())
+        .await
+        .unwrap();
+    let theirs = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let first = docs(&[json!({"id": 1, "x": 1, "tags": ["a"]})]);
+    let second = docs(&[json!({"id": 2, "x": 2, "z": "zed", "tags": ["b", "c"]})]);
+    let dropped = docs(&[json!({"id": 3, "w": true})]);
+    let after = docs(&[json!({"id": 4, "x": 4, "v": 1.5})]);
+    // Two batches made ahead, the second on the columns the first adds;
+    // then another writer adds a column of its own before either is
+    // written.
+    let first = Sink::prepare(&ours, &first, None).await.unwrap();
+    let second = Sink::prepare(&ours, &second, None).await.unwrap();
+    theirs
+        .load(&docs(&[json!({"id": 9, "y": "why"})]))
+        .await
+        .unwrap();
+    assert_eq!(first.write().await.unwrap(), 1);
+    assert_eq!(second.write().await.unwrap(), 1);
+    // A batch made and dropped unwritten adds nothing, and the batch made
+    // behind it on the columns it would have added still loads.
+    let dropped = Sink::prepare(&ours, &dropped, None).await.unwrap();
+    let after = Sink::prepare(&ours, &after, None).await.unwrap();
+    drop(dropped);
+    assert_eq!(after.write().await.unwrap(), 1);
+
+    let names: Vec<String> = columns(&admin, &t)
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .filter(|c| !c.starts_with("_etl_"))
+        .collect();
+    assert_eq!(names, ["id", "y", "x", "z", "v"], "every column once, no `w`");
+    // Each record's id, then its `x`, `y` and `z`.
+    type Values = (String, Option<i64>, Option<String>, Option<String>);
+    let rows: Vec<Values> = admin
+        .query(
+            &format!("SELECT _etl_id, x, y, z FROM \"{t}\" ORDER BY _etl_id"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("1".into(), Some(1), None, None),
+            ("2".into(), Some(2), None, Some("zed".into())),
+            ("4".into(), Some(4), None, None),
+            ("9".into(), None, Some("why".into()), None),
+        ]
+    );
+    let tags = count(&admin, &format!("SELECT count(*) FROM \"{t}__tags\"")).await;
+    assert_eq!(tags, 3, "each child row once");
+    let schema = stored(&admin, &t).await;
+    for member in ["\"x\"", "\"y\"", "\"z\"", "\"v\""] {
+        assert!(schema.contains(member), "{member} in {schema}");
+    }
+    drop_family(&admin, &t).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn under_freeze_a_batch_made_before_the_first_load_committed_is_held_to_it() {
+    let (admin, t) = fresh("freeze_ahead").await;
+    let options = SchemaOptions::postgres().contract(Contract::Freeze);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let first = docs(&[json!({"id": 1, "n": 1})]);
+    let second = docs(&[
+        json!({"id": 2, "n": 2}),
+        json!({"id": 3, "n": 3, "extra": "x"}),
+    ]);
+    // Both made on the new table; the first load shapes it, and the
+    // second is then held to that shape.
+    let first = Sink::prepare(&sink, &first, None).await.unwrap();
+    let second = Sink::prepare(&sink, &second, None).await.unwrap();
+    assert_eq!(first.write().await.unwrap(), 1);
+    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(sink.rejects_count().await.unwrap(), 1);
+    let names: Vec<String> = columns(&admin, &t)
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .filter(|c| !c.starts_with("_etl_"))
+        .collect();
+    assert_eq!(names, ["id", "n"]);
+    drop_family(&admin, &t).await;
+}

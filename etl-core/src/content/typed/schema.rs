@@ -499,6 +499,13 @@ impl Schema {
         self.exists = true;
     }
 
+    /// Whether the tables count as existing in the output
+    /// ([`Schema::set_exists`]; a schema read back with
+    /// [`Schema::from_json`] does).
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
     /// A number that grows whenever a column or table is added: an output
     /// compares it before and after a batch to know it has DDL to run.
     pub fn generation(&self) -> u64 {
