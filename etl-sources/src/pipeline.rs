@@ -9,10 +9,14 @@
 //!   implements.
 
 use etl_core::retry::Retry;
-use etl_core::{EtlError, RejectSink, RetryPolicy, Sink};
+use etl_core::{EtlError, Prepared, RejectSink, RetryPolicy, Sink};
+use futures_util::future::{MaybeDone, OptionFuture};
 use std::fmt;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::task::Poll;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 use crate::Source;
 
@@ -107,16 +111,19 @@ pub fn rejects_path(out: &Path) -> PathBuf {
 
 /// Reads `source` page by page (at most `max_pages`) and loads each page
 /// into `sink`, and its unreadable entries into `rejects`, in page order.
-/// While a page is loaded the next one is fetched (the two run together on
-/// this task; no reader is spawned), so a round trip and a load overlap.
+/// While a page is written the next one is fetched and made ready
+/// ([`Sink::prepare`]: keys, encodings, a table's rows), all on this task
+/// (no reader is spawned), so a round trip, the making of a page and the
+/// write of the one before overlap. Pages are written one at a time, in
+/// order: a page's write starts once the page before it is written.
 /// Nothing read is lost: a page counts as done only once it is loaded; a
-/// failed load ends the run and the page fetched beside it is dropped
-/// unloaded; a failed fetch ends the run after the load beside it
+/// failed load ends the run, and the page fetched or made beside it is
+/// dropped unwritten; a failed fetch ends the run after the load beside it
 /// finished. A kill therefore leaves a prefix of the pages loaded. A
-/// page's [`crate::OnLoaded`] is told once it is loaded. A
-/// transient sink failure is retried with `RetryPolicy::default()` (the
-/// calls named `sink_load` and `reject_sink` in the retry metrics). One
-/// `info` event per page.
+/// page's [`crate::OnLoaded`] is told once it is loaded. A transient sink
+/// failure is retried with `RetryPolicy::default()` (the calls named
+/// `sink_load` and `reject_sink` in the retry metrics). One `info` event
+/// per page.
 pub async fn run<Src: Source, S: Sink<Src::Row> + ?Sized, R: RejectSink + ?Sized>(
     source: &mut Src,
     sink: &S,
@@ -138,65 +145,183 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
     if max_pages == Some(0) {
         return Ok(done);
     }
-    let mut fetched = source.next_page().await;
+    let page = match source.next_page().await {
+        Ok(Some(page)) => page,
+        Ok(None) => return Ok(done),
+        Err(error) => return Err(RunError { done, error }),
+    };
+    let mut started = 1;
+    // Each page's load is one future that makes the page ready, waits for
+    // its turn (the page before it written), then writes it; `next_turn`
+    // is the turn of the page after the last one started.
+    let (written, mut next_turn) = oneshot::channel();
+    let mut front = Box::pin(MaybeDone::Future(page_load(
+        sink, rejects, page, None, written,
+    )));
+    let more = |started: u32| max_pages.is_none_or(|max| started < max);
+    // The report of the page the last round loaded, made once this round
+    // has started.
+    let mut report = None;
     loop {
-        let mut page = match fetched {
-            Ok(Some(page)) => page,
-            Ok(None) => break,
-            Err(error) => return Err(RunError { done, error }),
-        };
-        // Told only after a load that succeeded.
-        let on_loaded = page.on_loaded.take();
-        let last = max_pages.is_some_and(|max| done.pages + 1 >= max);
-        let next = if last {
-            match load(sink, rejects, &page).await {
-                Ok(counts) => count_loaded(&mut done, &page, counts),
-                Err(error) => return Err(RunError { done, error }),
-            }
-            if let Some(on_loaded) = on_loaded {
-                on_loaded.tell();
-            }
-            None
-        } else {
-            // The fetch is polled first, so its request is on the wire
-            // before a load that blocks its thread (a write and
-            // `fdatasync`) starts. A failed load drops the fetch, whatever
-            // it got; a page is counted as soon as it is loaded.
-            let fetch = source.next_page();
-            let loading = load(sink, rejects, &page);
-            tokio::pin!(fetch, loading);
-            let mut next = None;
-            let loaded = loop {
-                tokio::select! {
-                    biased;
-                    got = &mut fetch, if next.is_none() => next = Some(got),
-                    loaded = &mut loading => break loaded,
+        // This round: the front page is written while the next is fetched
+        // and made ready behind it. The fetch is polled first, so its
+        // request is on the wire before a load that blocks its thread (a
+        // write and `fdatasync`) starts; the front's write starts before
+        // the last round's report.
+        let mut fetch = Box::pin(MaybeDone::Future(next_page(source, more(started))));
+        std::future::poll_fn(|cx| {
+            let _ = fetch.as_mut().poll(cx);
+            let _ = front.as_mut().poll(cx);
+            Poll::Ready(())
+        })
+        .await;
+        if let Some(progress) = report.take() {
+            on_page(&progress);
+        }
+        let mut fetched = None;
+        let mut back = none_like(&front);
+        // Whether `back` is still to finish (it cannot before the front).
+        let mut back_busy = false;
+        let mut front_done = false;
+        while !front_done || fetched.is_none() {
+            tokio::select! {
+                biased;
+                () = fetch.as_mut(), if fetched.is_none() => {
+                    let Some((got, stands)) = fetch.as_mut().take_output() else {
+                        continue;
+                    };
+                    if let Ok(Some(next)) = got {
+                        started += 1;
+                        let (written, turn) = oneshot::channel();
+                        let turn = std::mem::replace(&mut next_turn, turn);
+                        back = Some(Box::pin(MaybeDone::Future(page_load(
+                            sink, rejects, next, Some(turn), written,
+                        ))));
+                        back_busy = true;
+                        fetched = Some((Ok(()), stands));
+                    } else {
+                        fetched = Some((got.map(|_| ()), stands));
+                    }
                 }
-            };
-            match loaded {
-                Ok(counts) => count_loaded(&mut done, &page, counts),
-                Err(error) => return Err(RunError { done, error }),
+                () = front.as_mut(), if !front_done => {
+                    front_done = true;
+                    match front.as_mut().take_output() {
+                        Some((page, Ok(counts))) => count_loaded(&mut done, &page, counts),
+                        // The page made behind it is dropped unwritten.
+                        Some((_, Err(error))) => return Err(RunError { done, error }),
+                        None => {}
+                    }
+                }
+                // Makes the next page ready; it writes once the front is
+                // written, and is taken up as the front next round.
+                Some(()) = OptionFuture::from(back.as_mut()), if back_busy => back_busy = false,
             }
-            if let Some(on_loaded) = on_loaded {
-                on_loaded.tell();
-            }
-            Some(match next {
-                Some(next) => next,
-                None => fetch.await,
-            })
+        }
+        let Some((got, stands)) = fetched else {
+            break;
         };
-        on_page(&Progress {
-            done,
-            pages_total: source.pages_total(),
-            throttled: source.throttled(),
-            in_flight: source.in_flight(),
-        });
-        match next {
-            Some(next) => fetched = next,
-            None => break,
+        let progress = stands.after(done);
+        match (got, back) {
+            (Err(error), _) => {
+                on_page(&progress);
+                return Err(RunError { done, error });
+            }
+            (Ok(()), Some(next)) => {
+                front = next;
+                report = Some(progress);
+            }
+            (Ok(()), None) => {
+                on_page(&progress);
+                break;
+            }
         }
     }
     Ok(done)
+}
+
+/// Where a source stands: [`Progress`] but for what the run did.
+struct Stands {
+    pages_total: Option<u64>,
+    throttled: Duration,
+    in_flight: u32,
+}
+
+impl Stands {
+    fn after(self, done: Summary) -> Progress {
+        Progress {
+            done,
+            pages_total: self.pages_total,
+            throttled: self.throttled,
+            in_flight: self.in_flight,
+        }
+    }
+}
+
+/// The next page of `source` when `fetch` (else none), and where the
+/// source stands once it is read: the one future of a round that holds
+/// the source.
+async fn next_page<Src: Source>(
+    source: &mut Src,
+    fetch: bool,
+) -> (Result<Option<crate::PageRead<Src::Row>>, EtlError>, Stands) {
+    let got = if fetch {
+        source.next_page().await
+    } else {
+        Ok(None)
+    };
+    let stands = Stands {
+        pages_total: source.pages_total(),
+        throttled: source.throttled(),
+        in_flight: source.in_flight(),
+    };
+    (got, stands)
+}
+
+/// `None` of `like`'s type: the page load behind the front is of the
+/// front's (unnameable) future type.
+fn none_like<F>(_like: &F) -> Option<F> {
+    None
+}
+
+/// One page's load: the page made ready for `sink` now, written once
+/// `turn` says the page before it is written (at once without one), then
+/// its rejects; `written` and the page's [`crate::OnLoaded`] are told
+/// when it is. Returns the page and its counts of new rows and new
+/// rejects.
+async fn page_load<T, S, R>(
+    sink: &S,
+    rejects: &R,
+    mut page: crate::PageRead<T>,
+    turn: Option<oneshot::Receiver<()>>,
+    written: oneshot::Sender<()>,
+) -> (crate::PageRead<T>, Result<(usize, usize), EtlError>)
+where
+    T: etl_core::Record + Clone,
+    S: Sink<T> + ?Sized,
+    R: RejectSink + ?Sized,
+{
+    // Told only after a load that succeeded.
+    let on_loaded = page.on_loaded.take();
+    let prepared = sink.prepare(&page.rows, None).await;
+    if let Some(turn) = turn {
+        if turn.await.is_err() {
+            // The page before failed: the run ends with its error, and
+            // this page is not written.
+            drop(prepared);
+            let error = EtlError::Io(std::io::Error::other(
+                "not written: the page before it was not loaded",
+            ));
+            return (page, Err(error));
+        }
+    }
+    let loaded = load(sink, rejects, &page, prepared).await;
+    if loaded.is_ok() {
+        let _ = written.send(());
+        if let Some(on_loaded) = on_loaded {
+            on_loaded.tell();
+        }
+    }
+    (page, loaded)
 }
 
 /// Counts a page loaded with `(new rows, new rejects)` into `done`, in
@@ -225,14 +350,27 @@ fn count_loaded<T>(
 /// new rows and new rejects. A sink's transient failure (a lost database
 /// connection, say) is retried; an `IdempotentSink` gives back the keys of
 /// a failed write, so the retry writes them.
+///
+/// The first attempt writes `prepared`, the page made ready before its
+/// turn; a retry makes it again.
 async fn load<T: etl_core::Record + Clone, S: Sink<T> + ?Sized, R: RejectSink + ?Sized>(
     sink: &S,
     rejects: &R,
     page: &crate::PageRead<T>,
+    prepared: Result<Prepared<'_>, EtlError>,
 ) -> Result<(usize, usize), EtlError> {
+    let mut prepared = Some(prepared);
     let new_rows = Retry::new(RetryPolicy::default())
         .name("sink_load")
-        .run(|| sink.load(&page.rows))
+        .run(|| {
+            let prepared = prepared.take();
+            async move {
+                match prepared {
+                    Some(prepared) => prepared?.write().await,
+                    None => sink.load(&page.rows).await,
+                }
+            }
+        })
         .await?;
     let new_rejects = if page.rejects.is_empty() {
         0

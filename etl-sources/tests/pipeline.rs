@@ -223,7 +223,8 @@ async fn a_launch_changed_upstream_is_a_new_row() {
 mod overlap {
     use super::*;
     use async_trait::async_trait;
-    use etl_core::{EtlError, Record, Reject, RejectSink, Sink};
+    use etl_core::content::Digest;
+    use etl_core::{EtlError, Prepared, Record, Reject, RejectSink, Sink};
     use etl_sources::{PageRead, Source};
     use serde::Serialize;
     use std::sync::Mutex;
@@ -371,5 +372,109 @@ mod overlap {
         assert!(err.to_string().contains("page 5 is not JSON"), "{err}");
         assert_eq!(err.done.pages, 4, "page 4 was loading when 5 failed");
         assert_eq!(*sink.loaded.lock().unwrap(), vec![1, 2, 3, 4]);
+    }
+
+    /// What [`Preparing`] did, in order.
+    #[derive(Debug, PartialEq)]
+    enum Step {
+        Made(u32),
+        Writing(u32),
+        Written(u32),
+    }
+
+    /// A sink whose loads come in two halves ([`Sink::prepare`]): making a
+    /// page ready takes 50 ms, writing it 150 ms; the write of the item
+    /// `fail_on` fails (permanently).
+    #[derive(Default)]
+    struct Preparing {
+        steps: Mutex<Vec<Step>>,
+        fail_on: Option<u32>,
+    }
+
+    impl Preparing {
+        fn step(&self, step: Step) {
+            self.steps.lock().unwrap().push(step);
+        }
+    }
+
+    #[async_trait]
+    impl Sink<Item> for Preparing {
+        async fn load(&self, rows: &[Item]) -> Result<usize, EtlError> {
+            self.prepare(rows, None).await?.write().await
+        }
+
+        async fn prepare<'a>(
+            &'a self,
+            rows: &'a [Item],
+            _digests: Option<&[Digest]>,
+        ) -> Result<Prepared<'a>, EtlError> {
+            let id = rows[0].id;
+            tokio::time::sleep(ROUND_TRIP).await;
+            self.step(Step::Made(id));
+            Ok(Prepared::new(async move {
+                self.step(Step::Writing(id));
+                tokio::time::sleep(ROUND_TRIP * 3).await;
+                if self.fail_on == Some(id) {
+                    return Err(EtlError::InvalidInput("the disk is full".into()));
+                }
+                self.step(Step::Written(id));
+                Ok(rows.len())
+            }))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_next_page_is_made_ready_while_this_one_is_written_and_written_after_it() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: None,
+        };
+        let sink = Preparing::default();
+        let start = Instant::now();
+        let summary = pipeline::run(&mut source, &sink, &NoRejects, None)
+            .await
+            .unwrap();
+        let took = start.elapsed();
+        assert_eq!(summary.pages, 10);
+        let steps = sink.steps.lock().unwrap();
+        // Each page is written after the one before it is, never beside it.
+        let writes: Vec<&Step> = steps
+            .iter()
+            .filter(|s| !matches!(s, Step::Made(_)))
+            .collect();
+        let in_order: Vec<Step> = (1..=10)
+            .flat_map(|i| [Step::Writing(i), Step::Written(i)])
+            .collect();
+        assert_eq!(writes, in_order.iter().collect::<Vec<_>>());
+        // Page 2 is ready before page 1 is written.
+        let at = |step: Step| steps.iter().position(|s| *s == step).unwrap();
+        assert!(at(Step::Made(2)) < at(Step::Written(1)), "{steps:?}");
+        // The first fetch and making (100 ms), then a write each (150 ms)
+        // with the next page's fetch and making (100 ms) behind it. One
+        // after another, a page would take 200 ms: 2,050 ms in all.
+        assert_eq!(took, ROUND_TRIP * 32, "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_leaves_the_page_made_behind_it_unwritten() {
+        let mut source = Slow {
+            pages: 10,
+            served: 0,
+            fail_at: None,
+        };
+        let sink = Preparing {
+            fail_on: Some(4),
+            ..Default::default()
+        };
+        let err = pipeline::run(&mut source, &sink, &NoRejects, None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("the disk is full"), "{err}");
+        assert_eq!(err.done.pages, 3);
+        let steps = sink.steps.lock().unwrap();
+        assert!(steps.contains(&Step::Made(5)), "page 5 was made: {steps:?}");
+        assert!(!steps.contains(&Step::Writing(5)), "{steps:?}");
+        assert!(!steps.contains(&Step::Written(4)), "{steps:?}");
     }
 }
