@@ -1,4 +1,4 @@
-//! Typed tables at scale (issue 36; BENCHMARKS.md sections 19 to 22):
+//! Typed tables at scale (issue 36; BENCHMARKS.md sections 19 to 23):
 //!
 //! ```sh
 //! ETL_PG_URL=postgres://postgres@127.0.0.1:5432/test \
