@@ -93,6 +93,12 @@ async fn columns(admin: &tokio_postgres::Client, table: &str) -> Vec<(String, St
         .collect()
 }
 
+/// The names of the table's data columns (not the loader's), in order.
+async fn data_columns(admin: &tokio_postgres::Client, table: &str) -> Vec<String> {
+    let all = columns(admin, table).await.into_iter().map(|c| c.0);
+    all.filter(|c| !c.starts_with("_etl_")).collect()
+}
+
 /// The family's schema as `_etl_schema` holds it.
 async fn stored(admin: &tokio_postgres::Client, table: &str) -> String {
     admin
@@ -902,13 +908,12 @@ async fn batches_made_before_the_stored_schema_moved_are_made_again_as_they_are_
     drop(dropped);
     assert_eq!(after.write().await.unwrap(), 1);
 
-    let names: Vec<String> = columns(&admin, &t)
-        .await
-        .into_iter()
-        .map(|c| c.0)
-        .filter(|c| !c.starts_with("_etl_"))
-        .collect();
-    assert_eq!(names, ["id", "y", "x", "z", "v"], "every column once, no `w`");
+    let names = data_columns(&admin, &t).await;
+    assert_eq!(
+        names,
+        ["id", "y", "x", "z", "v"],
+        "every column once, no `w`"
+    );
     // Each record's id, then its `x`, `y` and `z`.
     type Values = (String, Option<i64>, Option<String>, Option<String>);
     let rows: Vec<Values> = admin
@@ -959,12 +964,7 @@ async fn under_freeze_a_batch_made_before_the_first_load_committed_is_held_to_it
     assert_eq!(first.write().await.unwrap(), 1);
     assert_eq!(second.write().await.unwrap(), 1);
     assert_eq!(sink.rejects_count().await.unwrap(), 1);
-    let names: Vec<String> = columns(&admin, &t)
-        .await
-        .into_iter()
-        .map(|c| c.0)
-        .filter(|c| !c.starts_with("_etl_"))
-        .collect();
+    let names = data_columns(&admin, &t).await;
     assert_eq!(names, ["id", "n"]);
     drop_family(&admin, &t).await;
 }

@@ -250,6 +250,17 @@ mod overlap {
         fail_at: Option<u32>,
     }
 
+    impl Slow {
+        /// Ten pages, the one numbered `fail_at` failing.
+        fn ten(fail_at: Option<u32>) -> Slow {
+            Slow {
+                pages: 10,
+                served: 0,
+                fail_at,
+            }
+        }
+    }
+
     impl Source for Slow {
         type Row = Item;
 
@@ -304,19 +315,29 @@ mod overlap {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_next_page_is_fetched_while_this_one_loads() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: None,
-        };
-        let sink = SlowSink::default();
+    /// Ten pages into `sink`, and how long they took.
+    async fn timed(sink: &impl Sink<Item>) -> (pipeline::Summary, Duration) {
         let start = Instant::now();
-        let summary = pipeline::run(&mut source, &sink, &NoRejects, None)
+        let summary = pipeline::run(&mut Slow::ten(None), sink, &NoRejects, None)
             .await
             .unwrap();
-        let took = start.elapsed();
+        (summary, start.elapsed())
+    }
+
+    /// Ten pages into `sink`, whose write of page 4 fails: the run ends
+    /// with that error, pages 1 to 3 loaded.
+    async fn ends_at_page_4(sink: &impl Sink<Item>) {
+        let err = pipeline::run(&mut Slow::ten(None), sink, &NoRejects, None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("the disk is full"), "{err}");
+        assert_eq!(err.done.pages, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_next_page_is_fetched_while_this_one_loads() {
+        let sink = SlowSink::default();
+        let (summary, took) = timed(&sink).await;
         assert_eq!(summary.pages, 10);
         assert_eq!(*sink.loaded.lock().unwrap(), (1..=10).collect::<Vec<_>>());
         // One at a time: 10 fetches + 10 loads + the fetch that finds the
@@ -326,11 +347,7 @@ mod overlap {
 
     #[tokio::test(start_paused = true)]
     async fn max_pages_fetches_no_page_beyond_it() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: None,
-        };
+        let mut source = Slow::ten(None);
         let sink = SlowSink::default();
         let summary = pipeline::run(&mut source, &sink, &NoRejects, Some(3))
             .await
@@ -341,30 +358,17 @@ mod overlap {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_load_drops_the_page_fetched_beside_it() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: None,
-        };
         let sink = SlowSink {
             fail_on: Some(4),
             ..Default::default()
         };
-        let err = pipeline::run(&mut source, &sink, &NoRejects, None)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("the disk is full"), "{err}");
-        assert_eq!(err.done.pages, 3);
+        ends_at_page_4(&sink).await;
         assert_eq!(*sink.loaded.lock().unwrap(), vec![1, 2, 3]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_fetch_ends_the_run_after_the_load_beside_it() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: Some(5),
-        };
+        let mut source = Slow::ten(Some(5));
         let sink = SlowSink::default();
         let err = pipeline::run(&mut source, &sink, &NoRejects, None)
             .await
@@ -425,17 +429,8 @@ mod overlap {
 
     #[tokio::test(start_paused = true)]
     async fn the_next_page_is_made_ready_while_this_one_is_written_and_written_after_it() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: None,
-        };
         let sink = Preparing::default();
-        let start = Instant::now();
-        let summary = pipeline::run(&mut source, &sink, &NoRejects, None)
-            .await
-            .unwrap();
-        let took = start.elapsed();
+        let (summary, took) = timed(&sink).await;
         assert_eq!(summary.pages, 10);
         let steps = sink.steps.lock().unwrap();
         // Each page is written after the one before it is, never beside it.
@@ -458,20 +453,11 @@ mod overlap {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_write_leaves_the_page_made_behind_it_unwritten() {
-        let mut source = Slow {
-            pages: 10,
-            served: 0,
-            fail_at: None,
-        };
         let sink = Preparing {
             fail_on: Some(4),
             ..Default::default()
         };
-        let err = pipeline::run(&mut source, &sink, &NoRejects, None)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("the disk is full"), "{err}");
-        assert_eq!(err.done.pages, 3);
+        ends_at_page_4(&sink).await;
         let steps = sink.steps.lock().unwrap();
         assert!(steps.contains(&Step::Made(5)), "page 5 was made: {steps:?}");
         assert!(!steps.contains(&Step::Writing(5)), "{steps:?}");
