@@ -187,10 +187,10 @@ impl Typed {
         Ok(Some(typed))
     }
 
-    /// Makes the rows of `records` on the schema as this process last knew it, touching no connection:
-    /// the first half of a load, which may run while the batch before is
-    /// still being written ([`Typed::write`] checks the schema it was made
-    /// on).
+    /// Makes the rows of `records` on the schema as this process last
+    /// knew it, touching no connection: the first half of a load, which
+    /// may run while the batch before is still being written
+    /// ([`Typed::write`] checks the schema it was made on).
     pub(crate) async fn make(&self, records: &Records) -> Result<Made, EtlError> {
         let mut state = self.state.lock().await;
         let base = state.stored.clone();
