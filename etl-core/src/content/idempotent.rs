@@ -47,6 +47,9 @@ const YIELD_EVERY: usize = 512;
 ///   cannot be serialised fails the batch and marks nothing.
 /// - A failed inner write, or a load whose future is dropped mid-write,
 ///   forgets the keys it claimed, so a retry writes them.
+/// - A batch made ready with [`Sink::prepare`] claims its keys then, and
+///   holds them until it is written (or dropped unwritten, which gives
+///   them back).
 /// - A load meeting rows that a concurrent load is still writing waits for
 ///   that load; if it failed, this load writes them itself.
 /// - Duplicates within one batch are written once (the first copy; rows keep
