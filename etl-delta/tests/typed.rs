@@ -471,3 +471,67 @@ async fn kill_9_mid_load_then_a_rerun_leaves_each_record_and_child_once() {
     );
     assert_eq!(whole(&root, true), KILLABLE);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn batches_prepared_before_another_writer_grew_the_family_load_each_row_and_column_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "issues");
+    let options = SchemaOptions::default();
+    let ours = DeltaSink::open_typed::<Doc>(&root, "issues", options.clone())
+        .await
+        .unwrap();
+    let theirs = DeltaSink::open_typed::<Doc>(&root, "issues", options.clone())
+        .await
+        .unwrap();
+    let first = docs(&[json!({"id": 1, "x": 1, "tags": ["a"]})]);
+    let second = docs(&[json!({"id": 2, "x": 2, "z": "zed", "tags": ["b", "c"]})]);
+    let dropped = docs(&[json!({"id": 3, "w": true})]);
+    let after = docs(&[json!({"id": 4, "x": 4, "v": 1.5})]);
+    let again = docs(&[json!({"id": 4, "x": 4, "v": 1.5}), json!({"id": 5, "x": 5})]);
+    // Two batches made ahead, the second on the columns the first adds;
+    // then another writer adds a column of its own before either is
+    // written.
+    let first = Sink::prepare(&ours, &first, None).await.unwrap();
+    let second = Sink::prepare(&ours, &second, None).await.unwrap();
+    theirs
+        .load(&docs(&[json!({"id": 9, "y": "why"})]))
+        .await
+        .unwrap();
+    assert_eq!(first.write().await.unwrap(), 1);
+    assert_eq!(second.write().await.unwrap(), 1);
+    // A batch made and dropped unwritten adds nothing; the batch made
+    // behind it on the columns it would have added still loads, and one
+    // holding a record already there loads the rest.
+    let dropped = Sink::prepare(&ours, &dropped, None).await.unwrap();
+    let after = Sink::prepare(&ours, &after, None).await.unwrap();
+    drop(dropped);
+    assert_eq!(after.write().await.unwrap(), 1);
+    assert_eq!(ours.load(&again).await.unwrap(), 1);
+
+    let read = query(
+        "SELECT _etl_id, x, y, z, v FROM t0 ORDER BY _etl_id",
+        &[Path::new(&root)],
+    );
+    assert_eq!(
+        read.rows,
+        [
+            vec![json!("1"), json!(1), Value::Null, Value::Null, Value::Null],
+            vec![json!("2"), json!(2), Value::Null, json!("zed"), Value::Null],
+            vec![json!("4"), json!(4), Value::Null, Value::Null, json!(1.5)],
+            vec![json!("5"), json!(5), Value::Null, Value::Null, Value::Null],
+            vec![
+                json!("9"),
+                Value::Null,
+                json!("why"),
+                Value::Null,
+                Value::Null
+            ],
+        ]
+    );
+    let names: Vec<&str> = read.schemas[0].iter().map(|(n, _)| n.as_str()).collect();
+    assert!(!names.contains(&"w"), "{names:?}");
+    let tags = dir.path().join("issues__tags");
+    let read = query("SELECT count(*) FROM t0", &[&tags]);
+    assert_eq!(read.rows, [vec![json!(3)]], "each child row once");
+}
