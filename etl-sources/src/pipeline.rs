@@ -14,6 +14,7 @@ use futures_util::future::{MaybeDone, OptionFuture};
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -151,17 +152,10 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
         Err(error) => return Err(RunError { done, error }),
     };
     let mut started = 1;
-    // Each page's load is one future that makes the page ready, waits for
-    // its turn (the page before it written), then writes it; `next_turn`
-    // is the turn of the page after the last one started.
-    let (written, mut next_turn) = oneshot::channel();
-    let mut front = Box::pin(MaybeDone::Future(page_load(
-        sink, rejects, page, None, written,
-    )));
+    // `next_turn`: the turn of the page after the last one started.
+    let (mut front, mut next_turn) = queued(sink, rejects, page, None);
     let more = |started: u32| max_pages.is_none_or(|max| started < max);
-    // The report of the page the last round loaded, made once this round
-    // has started.
-    let mut report = None;
+    let mut report = None; // the last round's, made once this one started
     loop {
         // This round: the front page is written while the next is fetched
         // and made ready behind it. The fetch is polled first, so its
@@ -169,38 +163,28 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
         // write and `fdatasync`) starts; the front's write starts before
         // the last round's report.
         let mut fetch = Box::pin(MaybeDone::Future(next_page(source, more(started))));
-        std::future::poll_fn(|cx| {
-            let _ = fetch.as_mut().poll(cx);
-            let _ = front.as_mut().poll(cx);
-            Poll::Ready(())
-        })
-        .await;
+        poll_once(fetch.as_mut(), front.as_mut()).await;
         if let Some(progress) = report.take() {
             on_page(&progress);
         }
         let mut fetched = None;
         let mut back = none_like(&front);
         // Whether `back` is still to finish (it cannot before the front).
-        let mut back_busy = false;
-        let mut front_done = false;
+        let (mut back_busy, mut front_done) = (false, false);
         while !front_done || fetched.is_none() {
             tokio::select! {
                 biased;
                 () = fetch.as_mut(), if fetched.is_none() => {
-                    let Some((got, stands)) = fetch.as_mut().take_output() else {
-                        continue;
+                    fetched = fetch.as_mut().take_output();
+                    // The page fetched, taken out to be made ready behind.
+                    let next = match &mut fetched {
+                        Some((Ok(got), _)) => got.take(),
+                        _ => None,
                     };
-                    if let Ok(Some(next)) = got {
+                    if let Some(next) = next {
                         started += 1;
-                        let (written, turn) = oneshot::channel();
-                        let turn = std::mem::replace(&mut next_turn, turn);
-                        back = Some(Box::pin(MaybeDone::Future(page_load(
-                            sink, rejects, next, Some(turn), written,
-                        ))));
-                        back_busy = true;
-                        fetched = Some((Ok(()), stands));
-                    } else {
-                        fetched = Some((got.map(|_| ()), stands));
+                        let (load, turn) = queued(sink, rejects, next, Some(next_turn));
+                        (back, next_turn, back_busy) = (Some(load), turn, true);
                     }
                 }
                 () = front.as_mut(), if !front_done => {
@@ -218,25 +202,17 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
             }
         }
         let Some((got, stands)) = fetched else {
-            break;
+            return Ok(done);
         };
         let progress = stands.after(done);
-        match (got, back) {
-            (Err(error), _) => {
+        match got.map(|_| back) {
+            Ok(Some(next)) => (front, report) = (next, Some(progress)),
+            end => {
                 on_page(&progress);
-                return Err(RunError { done, error });
-            }
-            (Ok(()), Some(next)) => {
-                front = next;
-                report = Some(progress);
-            }
-            (Ok(()), None) => {
-                on_page(&progress);
-                break;
+                return end.map(|_| done).map_err(|error| RunError { done, error });
             }
         }
     }
-    Ok(done)
 }
 
 /// Where a source stands: [`Progress`] but for what the run did.
@@ -277,6 +253,42 @@ async fn next_page<Src: Source>(
     (got, stands)
 }
 
+/// A page's load ([`page_load`]) as the pipeline holds it, written after
+/// `turn` (at once without one), and the turn of the page after it.
+// The load's type is unnameable (an `async fn`'s future), so it is spelled
+// out here rather than in an alias.
+#[allow(clippy::type_complexity)]
+fn queued<'a, T, S, R>(
+    sink: &'a S,
+    rejects: &'a R,
+    page: crate::PageRead<T>,
+    turn: Option<oneshot::Receiver<()>>,
+) -> (
+    Pin<Box<MaybeDone<impl Future<Output = (crate::PageRead<T>, Loaded)> + 'a>>>,
+    oneshot::Receiver<()>,
+)
+where
+    T: etl_core::Record + Clone + 'a,
+    S: Sink<T> + ?Sized,
+    R: RejectSink + ?Sized,
+{
+    let (written, next) = oneshot::channel();
+    let load = page_load(sink, rejects, page, turn, written);
+    (Box::pin(MaybeDone::Future(load)), next)
+}
+
+/// Polls `first`, then `second`, once each, whatever they answer (a
+/// finished one keeps its output).
+async fn poll_once<A: Future, B: Future>(first: Pin<&mut A>, second: Pin<&mut B>) {
+    let (mut first, mut second) = (first, second);
+    std::future::poll_fn(|cx| {
+        let _ = first.as_mut().poll(cx);
+        let _ = second.as_mut().poll(cx);
+        Poll::Ready(())
+    })
+    .await;
+}
+
 /// `None` of `like`'s type: the page load behind the front is of the
 /// front's (unnameable) future type.
 fn none_like<F>(_like: &F) -> Option<F> {
@@ -294,7 +306,7 @@ async fn page_load<T, S, R>(
     mut page: crate::PageRead<T>,
     turn: Option<oneshot::Receiver<()>>,
     written: oneshot::Sender<()>,
-) -> (crate::PageRead<T>, Result<(usize, usize), EtlError>)
+) -> (crate::PageRead<T>, Loaded)
 where
     T: etl_core::Record + Clone,
     S: Sink<T> + ?Sized,
@@ -323,6 +335,9 @@ where
     }
     (page, loaded)
 }
+
+/// A page's load's outcome: its new rows and new rejects.
+type Loaded = Result<(usize, usize), EtlError>;
 
 /// Counts a page loaded with `(new rows, new rejects)` into `done`, in
 /// the metrics and as one `info` event.
