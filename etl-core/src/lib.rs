@@ -119,7 +119,7 @@ pub use content::{
     record::Record,
     reject::{JsonlRejects, Reject, RejectSink},
     row::Row,
-    sink::{Prepared, Sink},
+    sink::{Prepared, Sink, Written},
 };
 
 #[cfg(feature = "macros")]

@@ -12,7 +12,7 @@
 //! | `etl_retry_sleep_seconds` | histogram | `op` | each wait between attempts, in seconds: its `_sum` is the time slept, its `_count` the waits |
 //! | `etl_retry_calls_total` | counter | `op`, `stop` | every retried call, by how it ended: [`Stop::as_str`](crate::retry::Stop::as_str), `succeeded`, `permanent`, `exhausted`, `deadline`, `retry_after_ceiling`, `budget` or `circuit_open` |
 //! | `etl_circuit_open` | gauge | `breaker` | 1 while a [`CircuitBreaker`](crate::retry::CircuitBreaker) is open, 0 once it closes again ([`CircuitBreaker::named`](crate::retry::CircuitBreaker::named) gives the label) |
-//! | `etl_sink_rows_total` | counter | `outcome` | rows handed to an `IdempotentSink`: `new` (written by that load) or `seen` (already written, or a copy of a row earlier in the same batch) |
+//! | `etl_sink_rows_total` | counter | `outcome` | rows handed to an `IdempotentSink`: `new` (written by that load), `seen` (already written, or a copy of a row earlier in the same batch) or `refused` (the sink refused it, a frozen table say, and kept it as a reject) |
 //! | `etl_rejects_total` | counter | | entries kept as rejects (`JsonlRejects`, and `PostgresSink` with etl-postgres's `metrics` feature): each entry once, as it is first kept |
 //!
 //! `op` names the call: the fn's name for `#[retry]` (`fetch_page`; the
@@ -104,13 +104,17 @@ pub fn describe() {
 }
 
 /// Rows an `IdempotentSink` load was handed: `new` written by it, `seen`
-/// already written (or copies within the batch).
+/// already written (or copies within the batch), `refused` by the sink
+/// (kept as rejects).
 ///
-/// Both outcomes are recorded, zero too: "0 new" is an answer an alert
+/// `new` and `seen` are recorded, zero too: "0 new" is an answer an alert
 /// can read, where a series that never appeared is not.
-pub fn sink_rows(new: u64, seen: u64) {
+pub fn sink_rows(new: u64, seen: u64, refused: u64) {
     metrics::counter!(SINK_ROWS, "outcome" => "new").increment(new);
     metrics::counter!(SINK_ROWS, "outcome" => "seen").increment(seen);
+    if refused > 0 {
+        metrics::counter!(SINK_ROWS, "outcome" => "refused").increment(refused);
+    }
 }
 
 /// Entries a rejects sink kept for the first time (for sinks outside

@@ -45,7 +45,7 @@ pub use deltalake;
 use async_trait::async_trait;
 use etl_core::content::typed::{loader, Schema, SchemaOptions};
 use etl_core::content::{CanonicalSink, KeyedJson};
-use etl_core::{EtlError, Record, Reject, RejectSink};
+use etl_core::{EtlError, Record, Reject, RejectSink, Written};
 use std::time::SystemTime;
 use tokio::sync::OnceCell;
 
@@ -416,11 +416,12 @@ impl CanonicalSink for DeltaSink {
         &self,
         rows: &[T],
         encoded: Vec<KeyedJson>,
-    ) -> Result<usize, EtlError> {
+    ) -> Result<Written, EtlError> {
         if let Some(typed) = &self.typed {
             let (new, refused) = typed.store(&self.rows, rows, &encoded).await?;
-            self.reject(&refused).await?;
-            return Ok(new);
+            // Kept as rejects, and counted: the run exits 3 for them.
+            let kept = self.reject(&refused).await?;
+            return Ok(Written::from(new).refusing(refused.len(), kept));
         }
         let updated: Vec<Option<i64>> = rows
             .iter()
@@ -452,6 +453,7 @@ impl CanonicalSink for DeltaSink {
                 None,
             )
             .await
+            .map(Written::from)
     }
 }
 

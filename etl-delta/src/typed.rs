@@ -189,12 +189,14 @@ impl Typed {
                 loader::ROW
             ))
         })?;
-        let schema = read(stored, &options, &at)?;
+        let mut schema = read(stored, &options, &at)?;
+        let exists = crate::count(root).await? > 0;
+        schema.set_exists(exists);
         let state = State {
             committed: schema.generation(),
             stored: stored.to_owned(),
             schema,
-            exists: crate::count(root).await? > 0,
+            exists,
             children: HashMap::new(),
             unfinished: HashSet::new(),
         };
@@ -253,7 +255,7 @@ impl Typed {
                     state.unfinished.remove(*k);
                 }
                 state.exists = true;
-                state.schema.set_exists();
+                state.schema.set_exists(true);
                 Ok((new, refused))
             }
             Err(e) => {
@@ -335,9 +337,9 @@ impl Typed {
                 state.stored = stored.to_owned();
                 state.committed = state.schema.generation();
             }
-            if state.exists {
-                state.schema.set_exists();
-            }
+            // A schema read back counts its tables as existing; a family
+            // that holds no row yet is still shaped by its first load.
+            state.schema.set_exists(state.exists);
             let made = self.shred(&mut state.schema, rows, encoded, fresh)?;
             if state.schema.generation() == state.committed {
                 return Ok(made);

@@ -498,15 +498,15 @@ async fn batches_prepared_before_another_writer_grew_the_family_load_each_row_an
         .load(&docs(&[json!({"id": 9, "y": "why"})]))
         .await
         .unwrap();
-    assert_eq!(first.write().await.unwrap(), 1);
-    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(first.write().await.unwrap().new, 1);
+    assert_eq!(second.write().await.unwrap().new, 1);
     // A batch made and dropped unwritten adds nothing; the batch made
     // behind it on the columns it would have added still loads, and one
     // holding a record already there loads the rest.
     let dropped = Sink::prepare(&ours, &dropped, None).await.unwrap();
     let after = Sink::prepare(&ours, &after, None).await.unwrap();
     drop(dropped);
-    assert_eq!(after.write().await.unwrap(), 1);
+    assert_eq!(after.write().await.unwrap().new, 1);
     assert_eq!(ours.load(&again).await.unwrap(), 1);
 
     let read = query(

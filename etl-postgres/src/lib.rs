@@ -40,7 +40,7 @@ mod typed;
 
 use async_trait::async_trait;
 use etl_core::content::{CanonicalSink, KeyedJson};
-use etl_core::{EtlError, Prepared, Record, Reject, RejectSink};
+use etl_core::{EtlError, Prepared, Record, Reject, RejectSink, Written};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -403,7 +403,7 @@ impl CanonicalSink for PostgresSink {
         &self,
         rows: &[T],
         encoded: Vec<KeyedJson>,
-    ) -> Result<usize, EtlError> {
+    ) -> Result<Written, EtlError> {
         if self.typed.is_some() {
             return self.prepare_store(rows, encoded).await?.write().await;
         }
@@ -439,7 +439,7 @@ impl CanonicalSink for PostgresSink {
             .execute(&sql, &[&keys, &docs, &ids, &updated])
             .await
             .map_err(|e| errors::from_pg(e, &mut slot))?;
-        Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
+        Ok(usize::try_from(inserted).unwrap_or(usize::MAX).into())
     }
 
     /// In the typed shape, the batch's rows are made now (on the schema
@@ -476,8 +476,10 @@ impl CanonicalSink for PostgresSink {
                 sqlstate: None,
                 message: format!("the write's task ended before the write: {e}"),
             })??;
-            self.reject(&refused).await?;
-            Ok(new)
+            // The records a frozen schema refused are kept as rejects,
+            // and counted: the run exits 3 for them.
+            let kept = self.reject(&refused).await?;
+            Ok(Written::from(new).refusing(refused.len(), kept))
         }))
     }
 }

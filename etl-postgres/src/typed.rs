@@ -240,7 +240,7 @@ impl Typed {
                     state.stored = made.stored_text().to_owned();
                     state.schema = made.schema;
                 }
-                state.schema.set_exists();
+                state.schema.set_exists(true);
                 Ok((inserted, made.batch.refused))
             }
             Err(e) => {

@@ -899,14 +899,14 @@ async fn batches_made_before_the_stored_schema_moved_are_made_again_as_they_are_
         .load(&docs(&[json!({"id": 9, "y": "why"})]))
         .await
         .unwrap();
-    assert_eq!(first.write().await.unwrap(), 1);
-    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(first.write().await.unwrap().new, 1);
+    assert_eq!(second.write().await.unwrap().new, 1);
     // A batch made and dropped unwritten adds nothing, and the batch made
     // behind it on the columns it would have added still loads.
     let dropped = Sink::prepare(&ours, &dropped, None).await.unwrap();
     let after = Sink::prepare(&ours, &after, None).await.unwrap();
     drop(dropped);
-    assert_eq!(after.write().await.unwrap(), 1);
+    assert_eq!(after.write().await.unwrap().new, 1);
 
     let names = data_columns(&admin, &t).await;
     assert_eq!(
@@ -961,8 +961,8 @@ async fn under_freeze_a_batch_made_before_the_first_load_committed_is_held_to_it
     // second is then held to that shape.
     let first = Sink::prepare(&sink, &first, None).await.unwrap();
     let second = Sink::prepare(&sink, &second, None).await.unwrap();
-    assert_eq!(first.write().await.unwrap(), 1);
-    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(first.write().await.unwrap().new, 1);
+    assert_eq!(second.write().await.unwrap().new, 1);
     assert_eq!(sink.rejects_count().await.unwrap(), 1);
     let names = data_columns(&admin, &t).await;
     assert_eq!(names, ["id", "n"]);

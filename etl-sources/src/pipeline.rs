@@ -9,7 +9,7 @@
 //!   implements.
 
 use etl_core::retry::Retry;
-use etl_core::{EtlError, Prepared, RejectSink, RetryPolicy, Sink};
+use etl_core::{EtlError, Prepared, RejectSink, RetryPolicy, Sink, Written};
 use futures_util::future::{MaybeDone, OptionFuture};
 use std::fmt;
 use std::future::Future;
@@ -42,11 +42,12 @@ pub(crate) use resource::load as load_resource;
 pub struct Summary {
     /// Pages read.
     pub pages: u32,
-    /// Rows the pages held.
+    /// Rows the pages held, less those the sink refused.
     pub rows: usize,
     /// Rows written: new, or changed since an earlier run.
     pub new_rows: usize,
-    /// Entries that did not read as rows (each kept in the rejects sink).
+    /// Entries that did not read as rows, and rows the sink refused (a
+    /// frozen table's): each kept as a reject.
     pub rejected: usize,
     /// Rejected entries the rejects sink did not hold before this run.
     pub new_rejects: usize,
@@ -298,8 +299,7 @@ fn none_like<F>(_like: &F) -> Option<F> {
 /// One page's load: the page made ready for `sink` now, written once
 /// `turn` says the page before it is written (at once without one), then
 /// its rejects; `written` and the page's [`crate::OnLoaded`] are told
-/// when it is. Returns the page and its counts of new rows and new
-/// rejects.
+/// when it is. Returns the page and what its load did.
 async fn page_load<T, S, R>(
     sink: &S,
     rejects: &R,
@@ -336,33 +336,38 @@ where
     (page, loaded)
 }
 
-/// A page's load's outcome: its new rows and new rejects.
-type Loaded = Result<(usize, usize), EtlError>;
+/// A page's load's outcome: its rows' write (with the records the sink
+/// refused and kept as rejects), and how many of the entries that did not
+/// read were new to the rejects sink.
+type Loaded = Result<(Written, usize), EtlError>;
 
-/// Counts a page loaded with `(new rows, new rejects)` into `done`, in
-/// the metrics and as one `info` event.
+/// Counts a page loaded into `done`, in the metrics and as one `info`
+/// event. A row the sink refused counts as a reject, as an entry that did
+/// not read does: wherever a record is refused, the run exits 3 for it.
 fn count_loaded<T>(
     done: &mut Summary,
     page: &crate::PageRead<T>,
-    (new_rows, new_rejects): (usize, usize),
+    (written, new_rejects): (Written, usize),
 ) {
     done.pages += 1;
     crate::metrics::page_loaded();
-    done.rows += page.rows.len();
-    done.new_rows += new_rows;
-    done.rejected += page.rejects.len();
-    done.new_rejects += new_rejects;
+    let rows = page.rows.len().saturating_sub(written.refused);
+    let rejected = page.rejects.len() + written.refused;
+    done.rows += rows;
+    done.new_rows += written.new;
+    done.rejected += rejected;
+    done.new_rejects += new_rejects + written.new_rejects;
     tracing::info!(
         page = done.pages,
-        rows = page.rows.len(),
-        new = new_rows,
-        rejected = page.rejects.len(),
+        rows,
+        new = written.new,
+        rejected,
         "page loaded"
     );
 }
 
-/// A page's rows into `sink` and its rejects into `rejects`: the counts of
-/// new rows and new rejects. A sink's transient failure (a lost database
+/// A page's rows into `sink` and its rejects into `rejects`: the rows'
+/// write and the count of new rejects. A sink's transient failure (a lost database
 /// connection, say) is retried; an `IdempotentSink` gives back the keys of
 /// a failed write, so the retry writes them.
 ///
@@ -373,17 +378,18 @@ async fn load<T: etl_core::Record + Clone, S: Sink<T> + ?Sized, R: RejectSink + 
     rejects: &R,
     page: &crate::PageRead<T>,
     prepared: Result<Prepared<'_>, EtlError>,
-) -> Result<(usize, usize), EtlError> {
+) -> Loaded {
     let mut prepared = Some(prepared);
-    let new_rows = Retry::new(RetryPolicy::default())
+    let written = Retry::new(RetryPolicy::default())
         .name("sink_load")
         .run(|| {
             let prepared = prepared.take();
             async move {
-                match prepared {
-                    Some(prepared) => prepared?.write().await,
-                    None => sink.load(&page.rows).await,
-                }
+                let prepared = match prepared {
+                    Some(prepared) => prepared?,
+                    None => sink.prepare(&page.rows, None).await?,
+                };
+                prepared.write().await
             }
         })
         .await?;
@@ -395,5 +401,5 @@ async fn load<T: etl_core::Record + Clone, S: Sink<T> + ?Sized, R: RejectSink + 
             .run(|| rejects.reject(&page.rejects))
             .await?
     };
-    Ok((new_rows, new_rejects))
+    Ok((written, new_rejects))
 }

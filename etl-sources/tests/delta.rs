@@ -326,6 +326,42 @@ fn last_version(table: &Path) -> u64 {
         .unwrap()
 }
 
+/// A frozen Delta table refuses a record whose value does not fit its
+/// column and one with a new member: both go to the rejects table, and are
+/// counted as rejects are (the run exits 3), and the table is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("items");
+    let api = Api::new(Style::NextUrl, items(3));
+    let server = api.clone().serve().await;
+    let file = dir.path().join("items.toml");
+    let freeze = "[schema]\ncontract = \"freeze\"\n";
+    std::fs::write(&file, pipeline(&server.uri(), Style::NextUrl, freeze)).unwrap();
+    let run = || {
+        let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
+        run.arg("run")
+            .arg(&file)
+            .arg("--out")
+            .arg(format!("delta:{}", table.display()));
+        run.output()
+    };
+    let first = run().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", common::text(&first));
+    let version = last_version(&table);
+    api.items.lock().unwrap().extend(api::refused_by_freeze(3));
+    let second = run().await.unwrap();
+    assert_eq!(second.status.code(), Some(3), "{}", common::text(&second));
+    assert!(
+        stdout(&second).contains("3 records read, 0 new rows written")
+            && stdout(&second).contains("; 2 entries rejected (2 new) into "),
+        "{}",
+        common::text(&second)
+    );
+    assert_eq!(last_version(&table), version, "nothing committed");
+    assert!(dir.path().join("items_rejects/_delta_log").is_dir());
+}
+
 /// A run whose last commit makes a checkpoint due (each 100th version)
 /// ends once that checkpoint is written: the process's end cuts nothing
 /// off, and no thread of it reports a panic (delta-kernel's did, when the

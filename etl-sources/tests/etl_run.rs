@@ -1587,6 +1587,85 @@ async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_ap
     drop_typed(&client, table).await;
 }
 
+/// A frozen table refuses a record whose value does not fit its column and
+/// one with a new member: both are kept as rejects naming the member, and
+/// counted as rejects are (the page's, the resource's, the exit status).
+#[tokio::test]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let table = "etl_run_frozen";
+    drop_typed(&client, table).await;
+    let api = Api::new(Style::NextUrl, items(3));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        &server.uri(),
+        Style::NextUrl,
+        "[schema]\ncontract = \"freeze\"\n",
+    );
+    std::fs::write(dir.path().join("items.toml"), &file).unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("run")
+            .arg(dir.path().join("items.toml"))
+            .args(["--out", &pg, "--pg-table", table, "--log-format", "json"])
+            .output()
+    };
+    let first = run().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    api.items.lock().unwrap().extend(api::refused_by_freeze(3));
+    let second = run().await.unwrap();
+    assert_eq!(second.status.code(), Some(3), "{}", text(&second));
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        stdout.contains("3 records read, 0 new rows written")
+            && stdout.contains("; 2 entries rejected (2 new) into table etl_run_frozen_rejects"),
+        "{}",
+        text(&second)
+    );
+    // The pages' log lines count them too.
+    let rejected: u64 = String::from_utf8_lossy(&second.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "page loaded")
+        .map(|l| l["fields"]["rejected"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rejected, 2, "{}", text(&second));
+    let errors: Vec<String> = client
+        .query(
+            &format!("SELECT error FROM {table}_rejects ORDER BY error"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("\"/extra\""), "{errors:?}");
+    assert!(errors[1].contains("\"/tags/size\""), "{errors:?}");
+    let held: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 3);
+    // Run again: the same two are refused again, and are not new.
+    let third = run().await.unwrap();
+    assert_eq!(third.status.code(), Some(3), "{}", text(&third));
+    assert!(
+        String::from_utf8_lossy(&third.stdout).contains("2 entries rejected (0 new)"),
+        "{}",
+        text(&third)
+    );
+    drop_typed(&client, table).await;
+}
+
 /// Drops a typed table family `table` (its child tables, its rejects and
 /// its schema row too), left by an earlier run of a test.
 async fn drop_typed(client: &tokio_postgres::Client, table: &str) {

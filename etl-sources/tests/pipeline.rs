@@ -404,7 +404,7 @@ mod overlap {
     #[async_trait]
     impl Sink<Item> for Preparing {
         async fn load(&self, rows: &[Item]) -> Result<usize, EtlError> {
-            self.prepare(rows, None).await?.write().await
+            Ok(self.prepare(rows, None).await?.write().await?.new)
         }
 
         async fn prepare<'a>(

@@ -20,7 +20,7 @@ use keys::{Keys, LoadId};
 
 use super::{parse_key, record_digests, Digest};
 use crate::content::jsonl::each_piece;
-use crate::{EtlError, JsonlSink, Prepared, Record, Row, Sink};
+use crate::{EtlError, JsonlSink, Prepared, Record, Row, Sink, Written};
 use std::path::Path;
 
 /// A batch larger than this is hashed in slices of this many rows, with a
@@ -296,19 +296,24 @@ impl<S> IdempotentSink<S> {
         mut pass: keys::Pass,
         mut claim: Claim<'_>,
         mut settled: Pin<Box<Notified<'_>>>,
-    ) -> Result<usize, EtlError>
+    ) -> Result<Written, EtlError>
     where
         T: Record + Clone,
         S: Sink<T>,
     {
-        let mut written = 0;
+        let mut written = Written::default();
         loop {
             if !pass.claimed.is_empty() {
                 let batch = Self::claimed_rows(rows, &pass.claimed);
                 // The claim's digests are the batch's, in its order: handed
                 // on, so that a sink keyed by content does not hash the
                 // rows again.
-                written += self.inner.load_keyed(&batch, &claim.digests).await?;
+                written += self
+                    .inner
+                    .prepare(&batch, Some(&claim.digests))
+                    .await?
+                    .write()
+                    .await?;
                 claim.written();
             } else {
                 drop(claim);
@@ -412,7 +417,7 @@ where
     S: Sink<T>,
 {
     async fn load(&self, rows: &[T]) -> Result<usize, EtlError> {
-        self.prepare(rows, None).await?.write().await
+        Ok(self.prepare(rows, None).await?.write().await?.new)
     }
 
     /// Hashes the rows (unless `digests` are given) and claims the new
@@ -460,10 +465,15 @@ where
     }
 }
 
-/// A load's rows in the metrics: `written` new of `total`.
-fn count_rows(written: usize, total: usize) {
+/// A load's rows in the metrics: of `total`, those `written` new or
+/// refused, and the rest seen.
+fn count_rows(written: Written, total: usize) {
     #[cfg(feature = "metrics")]
-    crate::metrics::sink_rows(written as u64, total.saturating_sub(written) as u64);
+    crate::metrics::sink_rows(
+        written.new as u64,
+        total.saturating_sub(written.new + written.refused) as u64,
+        written.refused as u64,
+    );
     #[cfg(not(feature = "metrics"))]
     let _ = (written, total);
 }

@@ -50,7 +50,8 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
 
     /// [`Sink::load`] in two steps: this one makes what the load will
     /// write (keys, encodings, rows in the output's form) and writes
-    /// nothing; [`Prepared::write`] writes it and answers as `load` would.
+    /// nothing; [`Prepared::write`] writes it and answers as `load` would,
+    /// with the records the sink refused beside ([`Written`]).
     /// A caller that prepares the next batch while the one before is being
     /// written keeps both the writer and the output busy: the pipeline
     /// does so, and writes its batches in order.
@@ -77,8 +78,8 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
     /// let (first, second) = ([row("a")], [row("b"), row("a")]);
     /// let first = sink.prepare(&first, None).await?;
     /// let second = sink.prepare(&second, None).await?; // made while the first is not yet written
-    /// assert_eq!(first.write().await?, 1);
-    /// assert_eq!(second.write().await?, 1, "\"a\" is written once");
+    /// assert_eq!(first.write().await?.new, 1);
+    /// assert_eq!(second.write().await?.new, 1, "\"a\" is written once");
     /// # Ok(())
     /// # }
     /// ```
@@ -97,20 +98,80 @@ pub trait Sink<T: Sync = Row>: Send + Sync {
     }
 }
 
+/// What a write did: the rows it wrote, and the records the sink refused.
+///
+/// A sink may refuse a record it was handed (a table whose schema is
+/// frozen refuses one that would change it). It keeps each refused record
+/// as a reject of its own, so nothing is lost, and says how many here, so
+/// that the caller counts them as it counts the entries that did not read
+/// (a run that refused a record exits 3). `Written::from(n)`: `n` rows
+/// written, nothing refused.
+///
+/// ```
+/// use etl_core::Written;
+///
+/// let written = Written::from(3).refusing(2, 1);
+/// assert_eq!((written.new, written.refused, written.new_rejects), (3, 2, 1));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Written {
+    /// Rows written that the sink did not hold before: what
+    /// [`Sink::load`] returns.
+    pub new: usize,
+    /// Records the sink refused, each kept as a reject.
+    pub refused: usize,
+    /// Of those rejects, the ones its rejects store did not hold before.
+    pub new_rejects: usize,
+}
+
+impl Written {
+    /// This write with `refused` records refused, `new_rejects` of them new
+    /// to the sink's rejects.
+    pub fn refusing(self, refused: usize, new_rejects: usize) -> Self {
+        Written {
+            refused,
+            new_rejects,
+            ..self
+        }
+    }
+}
+
+impl From<usize> for Written {
+    fn from(new: usize) -> Self {
+        Written {
+            new,
+            ..Written::default()
+        }
+    }
+}
+
+impl std::ops::AddAssign for Written {
+    fn add_assign(&mut self, other: Written) {
+        self.new += other.new;
+        self.refused += other.refused;
+        self.new_rejects += other.new_rejects;
+    }
+}
+
 /// A batch [`Sink::prepare`] made ready and nothing of it written yet.
 /// [`Prepared::write`] writes it; dropped unwritten, it writes nothing.
 #[must_use = "a prepared batch is written only by `write`"]
-pub struct Prepared<'a>(Pin<Box<dyn Future<Output = Result<usize, EtlError>> + Send + 'a>>);
+pub struct Prepared<'a>(Pin<Box<dyn Future<Output = Result<Written, EtlError>> + Send + 'a>>);
 
 impl<'a> Prepared<'a> {
     /// The rest of the load: `write`, not yet started (a future does
-    /// nothing until it is polled).
-    pub fn new(write: impl Future<Output = Result<usize, EtlError>> + Send + 'a) -> Self {
-        Prepared(Box::pin(write))
+    /// nothing until it is polled). It answers how many rows were new (a
+    /// `usize`), or a [`Written`] where the sink may refuse records.
+    pub fn new<W: Into<Written>>(
+        write: impl Future<Output = Result<W, EtlError>> + Send + 'a,
+    ) -> Self {
+        Prepared(Box::pin(async move { write.await.map(Into::into) }))
     }
 
-    /// Writes the batch: how many rows were new, as [`Sink::load`] says.
-    pub async fn write(self) -> Result<usize, EtlError> {
+    /// Writes the batch: the rows that were new, as [`Sink::load`] says,
+    /// and the records the sink refused.
+    pub async fn write(self) -> Result<Written, EtlError> {
         self.0.await
     }
 }
@@ -153,7 +214,7 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 /// ```
 /// use async_trait::async_trait;
 /// use etl_core::content::{KeyedJson, CanonicalSink};
-/// use etl_core::{EtlError, Launch, Record, Row, Sink};
+/// use etl_core::{EtlError, Launch, Record, Row, Sink, Written};
 /// use std::collections::BTreeMap;
 /// use std::sync::Mutex;
 ///
@@ -163,9 +224,9 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 ///
 /// #[async_trait]
 /// impl CanonicalSink for ByKey {
-///     async fn store<T: Record>(&self, _rows: &[T], encoded: Vec<KeyedJson>) -> Result<usize, EtlError> {
+///     async fn store<T: Record>(&self, _rows: &[T], encoded: Vec<KeyedJson>) -> Result<Written, EtlError> {
 ///         let mut held = self.0.lock().unwrap();
-///         Ok(encoded.into_iter().filter(|c| held.insert(c.key.clone(), c.json.clone()).is_none()).count())
+///         Ok(encoded.into_iter().filter(|c| held.insert(c.key.clone(), c.json.clone()).is_none()).count().into())
 ///     }
 /// }
 ///
@@ -181,12 +242,13 @@ impl<T: Sync, S: Sink<T> + ?Sized> Sink<T> for std::sync::Arc<S> {
 #[async_trait]
 pub trait CanonicalSink: Send + Sync {
     /// Stores `rows`, whose keys and canonical JSON are `encoded` (one
-    /// each, in order), and returns how many it did not hold before.
+    /// each, in order), and returns how many it did not hold before, and
+    /// the records it refused (each kept as a reject of its own).
     async fn store<T: Record>(
         &self,
         rows: &[T],
         encoded: Vec<KeyedJson>,
-    ) -> Result<usize, EtlError>;
+    ) -> Result<Written, EtlError>;
 
     /// [`CanonicalSink::store`] in two steps, as [`Sink::prepare`] says:
     /// what can be made before the write is made now, and the
@@ -206,7 +268,7 @@ impl<T: Record, S: CanonicalSink> Sink<T> for S {
         if rows.is_empty() {
             return Ok(0);
         }
-        self.store(rows, canonical_batch(rows)?).await
+        Ok(self.store(rows, canonical_batch(rows)?).await?.new)
     }
 
     /// The rows' JSON without hashing them again (the keys are the digests
@@ -215,7 +277,7 @@ impl<T: Record, S: CanonicalSink> Sink<T> for S {
         if rows.is_empty() {
             return Ok(0);
         }
-        self.store(rows, canonical_keyed(rows, digests)?).await
+        Ok(self.store(rows, canonical_keyed(rows, digests)?).await?.new)
     }
 
     /// The rows' keys and JSON made now, then what
@@ -226,7 +288,7 @@ impl<T: Record, S: CanonicalSink> Sink<T> for S {
         digests: Option<&[Digest]>,
     ) -> Result<Prepared<'a>, EtlError> {
         if rows.is_empty() {
-            return Ok(Prepared::new(async { Ok(0) }));
+            return Ok(Prepared::new(async { Ok(Written::default()) }));
         }
         let encoded = match digests {
             Some(digests) => canonical_keyed(rows, digests)?,

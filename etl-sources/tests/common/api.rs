@@ -99,6 +99,17 @@ pub fn items(n: usize) -> Vec<Value> {
         .collect()
 }
 
+/// Two records a frozen table of [`items`] refuses: one whose
+/// `tags.size` is text (the column is bigint), one with a new member
+/// `extra`.
+pub fn refused_by_freeze(after: usize) -> [Value; 2] {
+    let mut misfit = items(after + 1).pop().unwrap();
+    misfit["tags"]["size"] = json!("many");
+    let mut extra = items(after + 2).pop().unwrap();
+    extra["extra"] = json!(true);
+    [misfit, extra]
+}
+
 impl Api {
     pub fn new(style: Style, items: Vec<Value>) -> Self {
         Api {

@@ -536,8 +536,8 @@ async fn a_batch_prepared_behind_an_unwritten_one_writes_their_shared_rows_once(
     let (first, second) = ([row("a"), row("b")], [row("b"), row("c")]);
     let first = sink.prepare(&first, None).await.unwrap();
     let second = sink.prepare(&second, None).await.unwrap();
-    assert_eq!(first.write().await.unwrap(), 2);
-    assert_eq!(second.write().await.unwrap(), 1);
+    assert_eq!(first.write().await.unwrap().new, 2);
+    assert_eq!(second.write().await.unwrap().new, 1);
     assert_eq!(sink.inner().written_ids(), ["a", "b", "c"]);
 }
 
@@ -548,7 +548,7 @@ async fn a_batch_prepared_behind_one_that_fails_writes_the_shared_rows_itself() 
     let first = sink.prepare(&first, None).await.unwrap();
     let second = sink.prepare(&second, None).await.unwrap();
     assert!(first.write().await.is_err());
-    assert_eq!(second.write().await.unwrap(), 2);
+    assert_eq!(second.write().await.unwrap().new, 2);
     // Its own row first, then the one the failed write gave back.
     assert_eq!(sink.inner().written_ids(), ["c", "b"]);
 }

@@ -493,10 +493,12 @@ impl Schema {
         &self.tables
     }
 
-    /// Marks the tables as existing in the output: from now on a frozen
-    /// contract refuses records that would change them.
-    pub fn set_exists(&mut self) {
-        self.exists = true;
+    /// Marks the tables as existing in the output (from now on a frozen
+    /// contract refuses records that would change them), or as not yet
+    /// shaped by a first load (an output whose tables were made empty:
+    /// the first load still adds its columns).
+    pub fn set_exists(&mut self, exists: bool) {
+        self.exists = exists;
     }
 
     /// Whether the tables count as existing in the output

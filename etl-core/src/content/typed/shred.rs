@@ -122,7 +122,7 @@ impl Schema {
     /// the same. A member past a table's column limit has no column: its
     /// value stays in the raw record.
     ///
-    /// Under [`Contract::Freeze`], once [`Schema::set_exists`] was called,
+    /// Under [`Contract::Freeze`], once the tables exist ([`Schema::set_exists`]),
     /// a record that would add a column or table, or that has a misfit, is
     /// [`ShredError::Refused`] before `writer` sees any of it.
     ///

@@ -393,7 +393,7 @@ fn freeze_refuses_what_would_change_the_table_and_writes_nothing_of_it() {
     let mut schema = Schema::new("t", SchemaOptions::default().contract(Contract::Freeze)).unwrap();
     shred(&mut schema, r#"{"n":1,"tags":["a"],"objs":[{"x":1}]}"#);
     shred(&mut schema, r#"{"fresh":1}"#); // not made yet: it still grows
-    schema.set_exists();
+    schema.set_exists(true);
     let columns_before = columns(&schema, 0);
     for (record, path, reason) in [
         (r#"{"n":1,"new":true}"#, "/new", "would add a column"),
