@@ -4,21 +4,6 @@
 //! known in one place.
 
 use etl_core::EtlError;
-use tokio_postgres::Client;
-
-/// The error of a statement. One that means the connection is gone
-/// ([`EtlError::connection_lost`]) also drops the client, so
-/// that the next call reconnects instead of failing on a dead connection.
-/// The client may not have noticed the close yet when the error arrives,
-/// so `is_closed` alone is not enough.
-pub fn from_pg(e: tokio_postgres::Error, slot: &mut Option<Client>) -> EtlError {
-    let error = from_pg_plain(&e);
-    let connection_gone = error.connection_lost();
-    if connection_gone || e.is_closed() {
-        *slot = None;
-    }
-    error
-}
 
 /// The error as an [`EtlError::Database`], with its SQLSTATE and the whole
 /// message chain.

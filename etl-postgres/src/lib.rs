@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod errors;
+mod session;
 mod table;
 mod typed;
 
@@ -44,11 +45,10 @@ use etl_core::{EtlError, Prepared, Record, Reject, RejectSink, Written};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::Mutex;
-use tokio_postgres::Client;
-#[cfg(not(feature = "tls"))]
-use tokio_postgres::NoTls;
+use tokio::time::timeout;
 
+use session::Session;
+pub use session::DEFAULT_DEADLINE;
 pub use table::TableName;
 pub use typed::SCHEMA_TABLE;
 
@@ -89,6 +89,17 @@ pub use typed::SCHEMA_TABLE;
 /// error, and the next `load` reconnects, so `with_retry` or `#[retry]` can
 /// retry the batch; a constraint or type error is permanent.
 ///
+/// Nothing waits for ever on a connection that went silent (a hung
+/// pooler, a NAT that lost the flow): connecting, each statement and each
+/// write from BEGIN to COMMIT has a deadline ([`DEFAULT_DEADLINE`], or
+/// [`PostgresSink::with_deadline`]). Past it the connection is given up on
+/// and the operation fails as a lost connection (transient), and the next
+/// one connects anew and ends the server session the silent one left,
+/// whose locks would hold it up. The server ends such a session itself a
+/// few seconds past the deadline if this process is gone
+/// (`idle_in_transaction_session_timeout` and `statement_timeout` on the
+/// sink's sessions).
+///
 /// It is a [`RejectSink`] too: rejects go to the table `<table>_rejects`
 /// (`reject_key text PRIMARY KEY, raw text, error text, source text,
 /// rejected_at timestamptz`), created on the first reject, each entry once.
@@ -97,26 +108,10 @@ pub struct PostgresSink {
     /// The table's id column (`launch_id` or `record_id`).
     id_column: TableName,
     /// Shared with a typed write running on a task of its own.
-    conn: Arc<Connection>,
+    conn: Arc<Session>,
     rejects_table_ready: AtomicBool,
     /// The typed shape's tables; `None` in the JSON shape.
     typed: Option<Arc<typed::Typed>>,
-}
-
-/// The sink's connection: the URL it (re)connects to, and the client, if
-/// connected.
-struct Connection {
-    url: String,
-    client: Mutex<Option<Client>>,
-}
-
-impl Connection {
-    fn new(url: &str, client: Client) -> Arc<Connection> {
-        Arc::new(Connection {
-            url: url.to_owned(),
-            client: Mutex::new(Some(client)),
-        })
-    }
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -144,15 +139,45 @@ impl PostgresSink {
     /// `T`, so the tables of earlier releases load as before.
     pub async fn connect_as<T: Record>(url: &str, table: &str) -> Result<Self, EtlError> {
         let table = TableName::new(table)?;
-        let client = open(url).await?;
-        let id_column = table::prepare(&client, &table, T::ID_COLUMN).await?;
+        let (conn, id_column) = session::within(DEFAULT_DEADLINE, async {
+            let conn = Session::open(url, DEFAULT_DEADLINE).await?;
+            let id_column = {
+                let mut guard = conn.lock().await;
+                table::prepare(guard.client().await?, &table, T::ID_COLUMN).await?
+            };
+            Ok((conn, id_column))
+        })
+        .await?;
         Ok(PostgresSink {
             id_column: TableName::new(&id_column)?,
             table,
-            conn: Connection::new(url, client),
+            conn: Arc::new(conn),
             rejects_table_ready: AtomicBool::new(false),
             typed: None,
         })
+    }
+
+    /// The sink with `deadline` for each operation from now on: a
+    /// statement, a write from BEGIN to COMMIT, a reconnect
+    /// ([`DEFAULT_DEADLINE`] until then). Past it the connection is given up
+    /// on and the operation fails as a lost connection, which a retry
+    /// answers with a new connection. Give it room for the largest batch
+    /// and for a concurrent writer's transaction it may wait on.
+    ///
+    /// ```no_run
+    /// use etl_postgres::PostgresSink;
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), etl_core::EtlError> {
+    /// let sink = PostgresSink::connect("postgres://etl@127.0.0.1/test", "launches")
+    ///     .await?
+    ///     .with_deadline(Duration::from_secs(10));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        self.conn.set_deadline(deadline);
+        self
     }
 
     /// Connects to `url` and opens `table` in the typed shape, created if
@@ -210,17 +235,25 @@ impl PostgresSink {
         options: etl_core::content::typed::SchemaOptions,
     ) -> Result<Self, EtlError> {
         let name = TableName::new(table)?;
-        let client = open(url).await?;
-        match typed::Typed::open(&client, &name, options).await? {
+        let (conn, typed) = session::within(DEFAULT_DEADLINE, async {
+            let conn = Session::open(url, DEFAULT_DEADLINE).await?;
+            let typed = {
+                let mut guard = conn.lock().await;
+                typed::Typed::open(guard.client().await?, &name, options).await?
+            };
+            Ok((conn, typed))
+        })
+        .await?;
+        match typed {
             Some(typed) => Ok(PostgresSink {
                 id_column: TableName::new(etl_core::content::typed::loader::ID)?,
                 table: name,
-                conn: Connection::new(url, client),
+                conn: Arc::new(conn),
                 rejects_table_ready: AtomicBool::new(false),
                 typed: Some(Arc::new(typed)),
             }),
             None => {
-                drop(client);
+                drop(conn);
                 Self::connect_as::<T>(url, table).await
             }
         }
@@ -237,8 +270,12 @@ impl PostgresSink {
         options: etl_core::content::typed::SchemaOptions,
     ) -> Result<Option<etl_core::content::typed::Schema>, EtlError> {
         let name = TableName::new(table)?;
-        let client = open(url).await?;
-        typed::stored_schema(&client, &name, options).await
+        session::within(DEFAULT_DEADLINE, async {
+            let conn = Session::open(url, DEFAULT_DEADLINE).await?;
+            let mut guard = conn.lock().await;
+            typed::stored_schema(guard.client().await?, &name, options).await
+        })
+        .await
     }
 
     /// Whether the table has the typed shape
@@ -363,14 +400,17 @@ impl PostgresSink {
         one(self.query("SELECT pg_backend_pid()").await?)
     }
 
-    /// Runs a statement without parameters on the (re)connected client.
+    /// Runs a statement without parameters on the (re)connected client,
+    /// under the deadline.
     async fn query(&self, sql: &str) -> Result<Vec<tokio_postgres::Row>, EtlError> {
-        let mut slot = self.conn.client.lock().await;
-        let client = connected(&mut slot, &self.conn.url).await?;
-        client
-            .query(sql, &[])
-            .await
-            .map_err(|e| errors::from_pg(e, &mut slot))
+        let mut guard = self.conn.lock().await;
+        let done = timeout(guard.deadline(), async {
+            let client = guard.client().await?;
+            let rows = client.query(sql, &[]).await;
+            rows.map_err(|e| guard.error(e))
+        })
+        .await;
+        guard.settle(done)
     }
 }
 
@@ -431,14 +471,16 @@ impl CanonicalSink for PostgresSink {
             t = self.table.quoted(),
             id = self.id_column.quoted()
         );
-        let mut slot = self.conn.client.lock().await;
-        let client = connected(&mut slot, &self.conn.url).await?;
+        let mut guard = self.conn.lock().await;
         // One statement: atomic on its own, so a process killed mid-batch
-        // leaves nothing of it behind.
-        let inserted = client
-            .execute(&sql, &[&keys, &docs, &ids, &updated])
-            .await
-            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        // (or a connection given up on) leaves nothing of it behind.
+        let done = timeout(guard.deadline(), async {
+            let client = guard.client().await?;
+            let inserted = client.execute(&sql, &[&keys, &docs, &ids, &updated]).await;
+            inserted.map_err(|e| guard.error(e))
+        })
+        .await;
+        let inserted = guard.settle(done)?;
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX).into())
     }
 
@@ -462,15 +504,23 @@ impl CanonicalSink for PostgresSink {
         let (typed, conn) = (Arc::clone(typed), Arc::clone(&self.conn));
         Ok(Prepared::new(async move {
             let write = tokio::spawn(async move {
-                let mut slot = conn.client.lock().await;
-                let client = connected(&mut slot, &conn.url).await?;
-                let done = typed.write(client, &records, made).await;
-                if let Err(e) = &done {
-                    if e.connection_lost() {
-                        *slot = None;
+                let mut guard = conn.lock().await;
+                // BEGIN to COMMIT under one deadline: a connection that
+                // goes silent mid-write is given up on, and the retry's
+                // new connection ends the session holding its locks.
+                let done = timeout(guard.deadline(), async {
+                    let client = guard.client().await?;
+                    let done = typed.write(client, &records, made).await;
+                    if let Err(e) = &done {
+                        guard.lost_if(e);
                     }
+                    done
+                })
+                .await;
+                if done.is_err() {
+                    typed.forget().await;
                 }
-                done
+                guard.settle(done)
             });
             let (new, refused) = write.await.map_err(|e| EtlError::Database {
                 sqlstate: None,
@@ -501,12 +551,7 @@ impl RejectSink for PostgresSink {
             errs.push(r.error.as_str());
             sources.push(r.source.as_str());
         }
-        let mut slot = self.conn.client.lock().await;
-        let client = connected(&mut slot, &self.conn.url).await?;
-        if !self.rejects_table_ready.load(Ordering::Acquire) {
-            table::create_rejects(client, &table).await?;
-            self.rejects_table_ready.store(true, Ordering::Release);
-        }
+        let mut guard = self.conn.lock().await;
         // DISTINCT ON: a batch holding one entry twice inserts it once
         // (ON CONFLICT cannot see a row the same statement inserts).
         let sql = format!(
@@ -516,10 +561,17 @@ impl RejectSink for PostgresSink {
              ON CONFLICT (reject_key) DO NOTHING",
             table.quoted()
         );
-        let inserted = client
-            .execute(&sql, &[&keys, &raws, &errs, &sources])
-            .await
-            .map_err(|e| errors::from_pg(e, &mut slot))?;
+        let done = timeout(guard.deadline(), async {
+            let client = guard.client().await?;
+            if !self.rejects_table_ready.load(Ordering::Acquire) {
+                table::create_rejects(client, &table).await?;
+                self.rejects_table_ready.store(true, Ordering::Release);
+            }
+            let inserted = client.execute(&sql, &[&keys, &raws, &errs, &sources]).await;
+            inserted.map_err(|e| guard.error(e))
+        })
+        .await;
+        let inserted = guard.settle(done)?;
         #[cfg(feature = "metrics")]
         etl_core::metrics::rejects_kept(inserted);
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
@@ -545,49 +597,15 @@ fn update_time(text: &str, key: &str) -> Option<SystemTime> {
     }
 }
 
-/// Opens a connection and drives it on a task of its own.
-async fn open(url: &str) -> Result<Client, EtlError> {
-    // Parsed apart from connecting: a malformed URL is permanent, while a
-    // connection that fails is worth another attempt.
-    let config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e| EtlError::InvalidInput(format!("PostgreSQL URL: {e}")))?;
-    #[cfg(feature = "tls")]
-    let connector = tls()?;
-    #[cfg(not(feature = "tls"))]
-    let connector = NoTls;
-    let (client, connection) = config
-        .connect(connector)
-        .await
-        .map_err(|e| errors::connect(&e))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "PostgreSQL connection ended");
-        }
-    });
-    Ok(client)
-}
-
 /// The TLS connector: rustls on ring, certificates checked against the
 /// platform's store. Whether TLS is used is the URL's `sslmode` (`prefer`
 /// by default, `require`, `disable`).
 #[cfg(feature = "tls")]
-fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, EtlError> {
+pub(crate) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, EtlError> {
     use rustls_platform_verifier::ConfigVerifierExt;
     // Unless the host application installed a provider already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = rustls::ClientConfig::with_platform_verifier()
         .map_err(|e| EtlError::InvalidInput(format!("TLS configuration: {e}")))?;
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
-/// The live client in `slot`, reconnecting first if the last one was lost.
-async fn connected<'a>(slot: &'a mut Option<Client>, url: &str) -> Result<&'a Client, EtlError> {
-    if slot.as_ref().is_none_or(Client::is_closed) {
-        *slot = Some(open(url).await?);
-    }
-    slot.as_ref().ok_or_else(|| EtlError::Database {
-        sqlstate: None,
-        message: "no connection".into(),
-    })
 }

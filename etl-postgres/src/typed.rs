@@ -255,7 +255,7 @@ impl Typed {
 
     /// Forgets which stored schema the one in memory is: the next batch
     /// is made again as it is written, on the stored one.
-    async fn forget(&self) {
+    pub(crate) async fn forget(&self) {
         self.state.lock().await.stored.clear();
     }
 

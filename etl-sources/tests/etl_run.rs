@@ -1666,6 +1666,253 @@ async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
     drop_typed(&client, table).await;
 }
 
+/// A TCP proxy to PostgreSQL whose open connections can be made to go
+/// silent, as a hung pooler's or a NAT's that lost the flow: their sockets
+/// stay open and nothing more crosses them either way. Connections made
+/// after that are forwarded.
+mod silent_proxy {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::watch;
+
+    #[derive(Clone)]
+    struct Shared {
+        /// Connections made so far; a silence takes those below it.
+        made: Arc<AtomicUsize>,
+        /// Armed: the next COMMIT a client sends silences every connection
+        /// open then, the COMMIT with them (never reaching the server).
+        at_commit: Arc<AtomicBool>,
+        silence: Arc<watch::Sender<usize>>,
+    }
+
+    pub struct Proxy {
+        pub port: u16,
+        shared: Shared,
+    }
+
+    impl Proxy {
+        pub async fn start(upstream: &str) -> Proxy {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let shared = Shared {
+                made: Arc::default(),
+                at_commit: Arc::default(),
+                silence: Arc::new(watch::channel(0).0),
+            };
+            let (upstream, each) = (upstream.to_owned(), shared.clone());
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let n = each.made.fetch_add(1, Ordering::SeqCst);
+                    let server = TcpStream::connect(&upstream).await.unwrap();
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::spawn(pipe(cr, sw, n, each.clone(), true));
+                    tokio::spawn(pipe(sr, cw, n, each.clone(), false));
+                }
+            });
+            Proxy { port, shared }
+        }
+
+        /// Silences every connection open at the next COMMIT a client
+        /// sends: the server session is left in its transaction, holding
+        /// its locks, as a silent network leaves it.
+        pub fn silence_at_commit(&self) {
+            self.shared.at_commit.store(true, Ordering::SeqCst);
+        }
+
+        /// How many connections were silenced (0 until then).
+        pub fn silenced(&self) -> usize {
+            *self.shared.silence.borrow()
+        }
+
+        pub fn connections(&self) -> usize {
+            self.shared.made.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Forwards `from` to `to` until connection `n` is silenced, then
+    /// holds both open, reading nothing.
+    async fn pipe(
+        mut from: OwnedReadHalf,
+        mut to: OwnedWriteHalf,
+        n: usize,
+        shared: Shared,
+        to_server: bool,
+    ) {
+        let mut silenced = shared.silence.subscribe();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if *silenced.borrow() > n {
+                break;
+            }
+            tokio::select! {
+                read = from.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(len) => {
+                        let commit = to_server && buf[..len].windows(6).any(|w| w == b"COMMIT");
+                        if commit && shared.at_commit.swap(false, Ordering::SeqCst) {
+                            shared.silence.send_replace(shared.made.load(Ordering::SeqCst));
+                        }
+                        if *silenced.borrow() > n {
+                            break;
+                        }
+                        if to.write_all(&buf[..len]).await.is_err() {
+                            return;
+                        }
+                    }
+                },
+                _ = silenced.changed() => {}
+            }
+        }
+        // Silent: the sockets stay open until the test ends.
+        std::future::pending::<()>().await;
+        drop((from, to));
+    }
+}
+
+/// A connection to PostgreSQL that goes silent mid-load (its socket open,
+/// nothing crossing it; here as its COMMIT is sent, so the server session
+/// is left in its transaction holding the page's locks) does not hang the
+/// run: the write is given up on past the run's timeout, retried on a new
+/// connection (which ends the session the silent one left), and the run
+/// finishes with every row and child row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_finishes() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let table = "etl_run_silent";
+    drop_typed(&client, table).await;
+    let config: tokio_postgres::Config = pg.parse().unwrap();
+    let upstream = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(host)), port) => {
+            format!("{host}:{}", port.copied().unwrap_or(5432))
+        }
+        _ => "127.0.0.1:5432".to_owned(),
+    };
+    let proxy = silent_proxy::Proxy::start(&upstream).await;
+    let via_proxy = {
+        let user = config.get_user().unwrap_or("postgres");
+        let db = config.get_dbname().unwrap_or("test");
+        format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port)
+    };
+    let records: Vec<Value> = items(2_000)
+        .into_iter()
+        .map(|mut r| {
+            let id = r["id"].as_u64().unwrap();
+            r["labels"] = json!([{"name": "a", "n": id}, {"name": "b", "n": id}]);
+            r
+        })
+        .collect();
+    let api = Api {
+        page_size: 100,
+        delay: Duration::from_millis(30),
+        ..Api::new(Style::NextUrl, records)
+    };
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("items.toml"),
+        pipeline(&server.uri(), Style::NextUrl, ""),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(dir.path().join("items.toml"))
+        .args([
+            "--out",
+            &via_proxy,
+            "--pg-table",
+            table,
+            "--timeout-secs",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Silence mid-load, once some pages are written.
+    let loaded = async {
+        loop {
+            let held: i64 = client
+                .query_one(
+                    &format!("SELECT count(*) FROM pg_tables WHERE tablename = '{table}'"),
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if held == 1 {
+                let rows: i64 = client
+                    .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                    .await
+                    .unwrap()
+                    .get(0);
+                if rows >= 300 {
+                    return rows;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let before = tokio::time::timeout(Duration::from_secs(60), loaded)
+        .await
+        .expect("the load began");
+    proxy.silence_at_commit();
+    let started = std::time::Instant::now();
+    // The bound the docs state: the run's timeout a try, a few tries.
+    let output = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+        .await
+        .expect("the run ends: nothing waits for ever on a silent connection")
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let silenced = proxy.silenced();
+    assert!(
+        silenced > 0 && before < 2_000,
+        "silenced mid-load (after {before} rows), not at its end"
+    );
+    assert!(
+        proxy.connections() > silenced,
+        "a new connection was made after the silence"
+    );
+    eprintln!(
+        "silenced at a COMMIT after {before} rows; the run ended {:?} later",
+        started.elapsed()
+    );
+    let counts = client
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT _etl_id),                  (SELECT count(*) FROM {table}__labels),                  (SELECT count(DISTINCT _etl_key) FROM {table}__labels) FROM {table}"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(counts.get::<_, i64>(0), 2_000, "each row once");
+    assert_eq!(counts.get::<_, i64>(1), 2_000);
+    assert_eq!(counts.get::<_, i64>(2), 4_000, "each child row once");
+    assert_eq!(counts.get::<_, i64>(3), 4_000);
+    // No session of the run is left behind holding a transaction.
+    let idle: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' \
+             AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(idle, 0);
+    drop_typed(&client, table).await;
+}
+
 /// Drops a typed table family `table` (its child tables, its rejects and
 /// its schema row too), left by an earlier run of a test.
 async fn drop_typed(client: &tokio_postgres::Client, table: &str) {

@@ -121,11 +121,12 @@ async fn load(args: &Args) -> Result<ResourceReport, (u8, String)> {
     if let Some(rejects) = &args.rejects {
         output = output.rejects(rejects.clone());
     }
-    let table = Destination::<Row>::open(&output, Target::new("launches", false))
+    let options = super::run_options(&args.run, args.incremental);
+    let target = Target::new("launches", false).within(args.run.timeout());
+    let table = Destination::<Row>::open(&output, target)
         .await
         .map_err(refused)?;
     let (source, _server) = source(args).await.map_err(|e| (EXIT_FAILED, e))?;
-    let options = super::run_options(&args.run, args.incremental);
     crate::pipeline::load_resource("launches", &*table, source, &options)
         .await
         .map_err(|e| (EXIT_FAILED, e))

@@ -149,7 +149,7 @@ impl Pipeline {
                 }
             }
         }
-        let tables = self.open_tables(&run, destination).await?;
+        let tables = self.open_tables(&run, destination, options.timeout).await?;
         let sources = SourceOptions {
             timeout: options.timeout,
             max_retry_after: options.max_retry_after,
@@ -189,12 +189,14 @@ impl Pipeline {
     }
 
     /// The table of each written resource of `run`, opened before any
-    /// request (`None` for a resource read only). One that cannot be opened
-    /// as given refuses the run.
+    /// request (`None` for a resource read only), each bounding its
+    /// operations by the run's `timeout`. One that cannot be opened as
+    /// given refuses the run.
     async fn open_tables(
         &self,
         run: &[(&Resource, bool)],
         destination: &dyn Destination<JsonRecord>,
+        timeout: Option<std::time::Duration>,
     ) -> Result<Vec<Option<Box<dyn Table<JsonRecord>>>>, PipelineError> {
         let mut tables = Vec::with_capacity(run.len());
         for (resource, written) in run {
@@ -202,7 +204,9 @@ impl Pipeline {
                 tables.push(None);
                 continue;
             }
-            let target = Target::new(&resource.name, self.is_many()).shaped(&resource.shape);
+            let target = Target::new(&resource.name, self.is_many())
+                .shaped(&resource.shape)
+                .within(timeout);
             let table = destination.open(target).await.map_err(|e| match e {
                 etl_core::EtlError::InvalidInput(_) => {
                     PipelineError::refused(format!("{e}; nothing was requested"))

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{run_with_progress, Progress, RunError, Summary};
 use crate::rest::{JsonRecord, TableShape};
@@ -122,6 +123,11 @@ pub struct Target<'a> {
     /// The shape of its table in a database ([`Target::shaped`]); JSON
     /// by default.
     pub shape: &'a TableShape,
+    /// The run's timeout ([`crate::RunOptions::timeout`]): an output over
+    /// a network bounds each of its operations by it (PostgreSQL: a
+    /// statement, a write from BEGIN to COMMIT); `None`: the output's own
+    /// default.
+    pub timeout: Option<Duration>,
 }
 
 /// The shape a [`Target`] has unless it is given one.
@@ -137,6 +143,7 @@ impl<'a> Target<'a> {
             many,
             rejects: None,
             shape: &JSON_SHAPE,
+            timeout: None,
         }
     }
 
@@ -144,6 +151,11 @@ impl<'a> Target<'a> {
     /// [`crate::rest::Resource::shape`]).
     pub fn shaped(self, shape: &'a TableShape) -> Self {
         Target { shape, ..self }
+    }
+
+    /// The target with the run's `timeout` ([`Target::timeout`]).
+    pub fn within(self, timeout: Option<Duration>) -> Self {
+        Target { timeout, ..self }
     }
 }
 

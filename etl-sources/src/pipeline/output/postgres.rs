@@ -13,7 +13,8 @@ use crate::rest::TableShape;
 impl Store for PostgresSink {
     /// Connects to the database at `url` and opens (or creates) the table
     /// [`Target::table`], in the target's shape (a table that exists in
-    /// the JSON shape keeps it).
+    /// the JSON shape keeps it), each later operation bounded by the run's
+    /// timeout (the sink's default deadline without one: never none).
     fn open<T: Record>(
         url: &str,
         target: Target<'_>,
@@ -23,13 +24,15 @@ impl Store for PostgresSink {
             target.table.to_owned(),
             target.shape.clone(),
         );
+        let deadline = target.timeout.unwrap_or(etl_postgres::DEFAULT_DEADLINE);
         async move {
-            match shape {
+            let sink = match shape {
                 TableShape::Json => PostgresSink::connect_as::<T>(&url, &table).await,
                 TableShape::Typed(options) => {
                     PostgresSink::connect_typed::<T>(&url, &table, options).await
                 }
-            }
+            };
+            Ok(sink?.with_deadline(deadline))
         }
     }
 
