@@ -275,6 +275,46 @@ impl DeltaSink {
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
+    /// The stored record (its JSON text) of the newest `updated_at`
+    /// ([`DeltaSink::newest_updated_at`]), `None` when no row has one: what
+    /// a source reads the form of its records' update time from. Reads the
+    /// record and update time columns of the one file whose statistics
+    /// hold that time.
+    pub async fn newest_record(&self) -> Result<Option<String>, EtlError> {
+        let newest = self
+            .rows
+            .live_files(|f| {
+                let at = f
+                    .stats()
+                    .and_then(|stats| newest_in(&stats, self.updated_column()))?;
+                let file = keys::DataFile {
+                    path: f.object_store_path(),
+                    size: u64::try_from(f.size()).unwrap_or(0),
+                };
+                Some((at, file))
+            })
+            .await?
+            .into_iter()
+            .flatten()
+            .max_by_key(|(at, _)| *at);
+        let Some((_, file)) = newest else {
+            return Ok(None);
+        };
+        let store = self.rows.store().await;
+        let rows = keys::read_text_and_time(
+            &store,
+            &file,
+            (self.row_column(), self.updated_column()),
+            self.location(),
+        )
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(row, at)| Some((at?, row)))
+            .max_by_key(|(at, _)| *at)
+            .map(|(_, row)| row))
+    }
+
     /// For each value of the rows' top-level member `member` (a child
     /// resource's `_parent`), the newest `updated_at` of the rows holding
     /// it: the value as compact JSON text with its keys sorted, the time in

@@ -359,6 +359,20 @@ impl PostgresSink {
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }
 
+    /// The stored record (its JSON text) of the newest `updated_at`
+    /// ([`PostgresSink::newest_last_updated`]), `None` when no row has one:
+    /// what a source reads the form of its records' update time from. One
+    /// look into the column's index.
+    pub async fn newest_record(&self) -> Result<Option<String>, EtlError> {
+        let sql = format!(
+            "SELECT {row}::text FROM {t} WHERE {at} IS NOT NULL ORDER BY {at} DESC LIMIT 1",
+            row = self.row_json(),
+            t = self.table.quoted(),
+            at = self.updated_column(),
+        );
+        self.query(&sql).await?.first().map(get).transpose()
+    }
+
     /// For each value of the rows' top-level member `member` (a child
     /// resource's `_parent`), the newest `updated_at` of the rows holding
     /// it: the value as compact JSON text with its keys sorted, the time in

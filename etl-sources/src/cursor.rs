@@ -43,6 +43,14 @@ pub fn jsonl_cursor(
     path: &Path,
     updated_at: impl for<'l> Fn(&'l [u8]) -> Option<Cow<'l, str>>,
 ) -> Result<Option<String>, EtlError> {
+    Ok(jsonl_newest(path, updated_at)?.map(|(cursor, _)| cursor))
+}
+
+/// [`jsonl_cursor`], and the line it was read from (the stored record).
+pub(crate) fn jsonl_newest(
+    path: &Path,
+    updated_at: impl for<'l> Fn(&'l [u8]) -> Option<Cow<'l, str>>,
+) -> Result<Option<(String, String)>, EtlError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -58,6 +66,8 @@ pub fn jsonl_cursor(
     // line, and a source that parses checks what it parses.
     let mut line = Vec::new();
     let mut newest: Option<(Option<SystemTime>, String)> = None;
+    // The newest line's bytes, copied only when a newer one is met.
+    let mut record = Vec::new();
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
@@ -70,10 +80,12 @@ pub fn jsonl_cursor(
             if newest.as_ref().is_none_or(|n| newer(&stamp, n)) {
                 let at = humantime::parse_rfc3339(&stamp).ok();
                 newest = Some((at, stamp.into_owned()));
+                record.clear();
+                record.extend_from_slice(row);
             }
         }
     }
-    Ok(newest.map(|(_, text)| text))
+    Ok(newest.map(|(_, text)| (text, String::from_utf8_lossy(&record).into_owned())))
 }
 
 /// Whether the update time `stamp` is newer than `than` (an empty `than`:

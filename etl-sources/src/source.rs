@@ -194,6 +194,16 @@ pub trait Source: Send {
         ))
     }
 
+    /// The record the output holds whose update time is the cursor, as
+    /// stored (its JSON text; [`crate::pipeline::output::Table::newest_record`]),
+    /// handed over before [`Source::read_since`]: a source that sends the
+    /// cursor back to its API learns from it the form its records write
+    /// that time in (a number of Unix seconds, or text), where its own
+    /// configuration does not say. Nothing by default.
+    fn held_record(&mut self, record: &str) {
+        let _ = record;
+    }
+
     /// For a source whose rows carry `_parent` (a child resource, one
     /// request chain a parent): the cursor of each parent's chain, by its
     /// `_parent` as compact JSON text, for the output to fill before the

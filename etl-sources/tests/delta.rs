@@ -362,6 +362,25 @@ async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
     assert!(dir.path().join("items_rejects/_delta_log").is_dir());
 }
 
+/// A held cursor goes back in the records' own form (Unix seconds with no
+/// `updated_at_unit`, milliseconds with it), learnt from the record the
+/// table holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| format!("delta:{}", dir.path().join(name).display());
+    let sent = api::cursors_sent(dir.path(), &["--out", &at("s")], false).await;
+    assert_eq!(sent, [None, Some("1767227249".to_owned())]);
+    let sent = api::cursors_sent(dir.path(), &["--out", &at("ms")], true).await;
+    assert_eq!(
+        sent,
+        [
+            Some("1767225600000".to_owned()),
+            Some("1767227249123".to_owned())
+        ]
+    );
+}
+
 /// A run whose last commit makes a checkpoint due (each 100th version)
 /// ends once that checkpoint is written: the process's end cuts nothing
 /// off, and no thread of it reports a panic (delta-kernel's did, when the

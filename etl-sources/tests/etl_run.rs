@@ -1412,6 +1412,55 @@ async fn unix_second_cursors_are_sent_as_the_numbers_the_records_carry() {
     );
 }
 
+/// A held cursor goes back in the records' own form, learnt from the
+/// record it came from: Unix seconds with no `updated_at_unit` and no
+/// `initial`, milliseconds with `updated_at_unit = "ms"`; never RFC 3339
+/// text, which such an API refuses. Into a JSONL file here, PostgreSQL
+/// below, Delta in the Delta tests.
+#[tokio::test]
+async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_jsonl() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jsonl");
+    let sent = api::cursors_sent(dir.path(), &["--out", out.to_str().unwrap()], false).await;
+    assert_eq!(sent, [None, Some("1767227249".to_owned())]);
+    let out = dir.path().join("ms.jsonl");
+    let sent = api::cursors_sent(dir.path(), &["--out", out.to_str().unwrap()], true).await;
+    assert_eq!(
+        sent,
+        [
+            Some("1767225600000".to_owned()),
+            Some("1767227249123".to_owned())
+        ]
+    );
+}
+
+/// [`a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_jsonl`],
+/// into typed PostgreSQL tables.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_postgres() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let dir = tempfile::tempdir().unwrap();
+    for (table, ms, want) in [
+        ("etl_run_cursor_s", false, [None, Some("1767227249")]),
+        (
+            "etl_run_cursor_ms",
+            true,
+            [Some("1767225600000"), Some("1767227249123")],
+        ),
+    ] {
+        drop_typed(&client, table).await;
+        let sent = api::cursors_sent(dir.path(), &["--out", &pg, "--pg-table", table], ms).await;
+        let want: Vec<Option<String>> = want.iter().map(|w| w.map(str::to_owned)).collect();
+        assert_eq!(sent, want, "{table}");
+        drop_typed(&client, table).await;
+    }
+}
+
 /// A file with several problems: `etl run` prints every one, each with its
 /// line, and exits 2 before any request.
 #[tokio::test]

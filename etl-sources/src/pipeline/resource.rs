@@ -60,6 +60,13 @@ async fn handshake<S: Source>(
     // the await.
     let cursor = table.cursor(&|line| source.stored_updated_at(line));
     let since = cursor.await.map_err(|e| e.to_string())?;
+    // The cursor goes back in the form the records write it in: learnt
+    // from the record it came from, where the file does not say.
+    if since.is_some() {
+        if let Some(record) = table.newest_record().await.map_err(|e| e.to_string())? {
+            source.held_record(&record);
+        }
+    }
     source
         .read_since(since.as_deref())
         .map_err(|e| e.to_string())?;

@@ -258,6 +258,10 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
         self.inner.in_flight()
     }
 
+    fn held_record(&mut self, record: &str) {
+        self.inner.held_record(record);
+    }
+
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         self.inner.read_since(cursor)
     }
@@ -566,6 +570,13 @@ impl Source for ChildSource {
 
     fn in_flight(&self) -> u32 {
         self.options.throttle.in_flight()
+    }
+
+    /// Every chain sends its cursor in the form the held record shows.
+    fn held_record(&mut self, record: &str) {
+        if let Some(at) = &mut self.template.updated_at {
+            at.learn(record);
+        }
     }
 
     /// Each chain reads from its own parent's cursor; the one given (the

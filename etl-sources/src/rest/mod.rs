@@ -494,6 +494,14 @@ impl<D: Decode> Source for RestSource<D> {
 
     /// Requests carry `[incremental].param=<cursor>` and
     /// `[incremental].params` from the first page on.
+    /// A number at `updated_at` in the held record: the cursor goes back
+    /// as Unix seconds ([`UpdatedAt`] without `updated_at_unit`).
+    fn held_record(&mut self, record: &str) {
+        if let Some(at) = &mut self.resource.updated_at {
+            at.learn(record);
+        }
+    }
+
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         crate::source::before_first_page(self.pages)?;
         let incremental = self

@@ -34,6 +34,23 @@ impl UpdatedAt {
         self.read(body.value_at(&self.pointer).ok()??).ok()?
     }
 
+    /// Learns the records' form from one stored `record` (its JSON text)
+    /// where no unit was configured: a number at the pointer says they
+    /// write Unix seconds, so the cursor goes back as such a number (an
+    /// API that writes numbers refuses RFC 3339 text). A configured unit,
+    /// or a record that does not read, changes nothing.
+    pub(crate) fn learn(&mut self, record: &str) {
+        if self.unit.is_some() {
+            return;
+        }
+        let Ok(body) = super::pointer::Body::parse(record) else {
+            return;
+        };
+        if let Ok(Some(Value::Number(_))) = body.value_at(&self.pointer) {
+            self.unit = Some(TimeUnit::Seconds);
+        }
+    }
+
     /// `cursor` (RFC 3339) as an incremental request sends it: in the
     /// records' form. `None` if it is not RFC 3339 UTC and must be a
     /// number.

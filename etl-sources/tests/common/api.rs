@@ -289,3 +289,92 @@ impl Respond for Api {
         response.set_body_json(body)
     }
 }
+
+/// What an API whose records write `updated` as a number received as
+/// `updated_after` from two incremental `etl run`s into `out` (the
+/// arguments that name the output), in order: Unix seconds with neither
+/// `updated_at_unit` nor `initial` (`ms` false), or milliseconds with
+/// `updated_at_unit = "ms"` and an `initial` (`ms` true). The API reads
+/// the parameter as a number and answers text with a 400; the second run
+/// finds one record more than the first.
+#[allow(dead_code)] // not every test binary that shares it asks
+pub async fn cursors_sent(dir: &std::path::Path, out: &[&str], ms: bool) -> Vec<Option<String>> {
+    let asked: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let scale: i64 = if ms { 1_000 } else { 1 };
+    let first = [
+        1_767_227_100 * scale + 7,
+        1_767_227_249 * scale + 123 * (scale / 1_000),
+    ];
+    let records = Arc::new(Mutex::new(
+        first
+            .iter()
+            .enumerate()
+            .map(|(i, at)| json!({"id": i + 1, "updated": at}))
+            .collect::<Vec<_>>(),
+    ));
+    let server = MockServer::start().await;
+    let (seen, held) = (Arc::clone(&asked), Arc::clone(&records));
+    Mock::given(wiremock::matchers::path("/items"))
+        .respond_with(move |request: &Request| {
+            let after = request
+                .url
+                .query_pairs()
+                .find(|(k, _)| k == "updated_after")
+                .map(|(_, v)| v.into_owned());
+            seen.lock().unwrap().push(after.clone());
+            let Ok(after) = after.map(|a| a.parse::<i64>()).transpose() else {
+                return ResponseTemplate::new(400)
+                    .set_body_json(json!({"error": "updated_after: not a number"}));
+            };
+            let data: Vec<Value> = held
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|r| after.is_none_or(|a| r["updated"].as_i64().unwrap() >= a))
+                .cloned()
+                .collect();
+            ResponseTemplate::new(200).set_body_json(json!({ "data": data }))
+        })
+        .mount(&server)
+        .await;
+    let unit = if ms {
+        "updated_at_unit = \"ms\"\n[incremental]\nparam = \"updated_after\"\ninitial = 1767225600000\n"
+    } else {
+        "[incremental]\nparam = \"updated_after\"\n"
+    };
+    let file = dir.join("numbers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"numbers\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated\"\n{unit}",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let run = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_etl"))
+            .arg("run")
+            .arg(&file)
+            .args(out)
+            .arg("--incremental")
+            .output()
+    };
+    for round in 0..2 {
+        if round == 1 {
+            records
+                .lock()
+                .unwrap()
+                .push(json!({"id": 3, "updated": 1_767_227_300 * scale}));
+        }
+        let output = run().await.unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let asked = asked.lock().unwrap().clone();
+    asked
+}

@@ -7,7 +7,7 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, SettleFuture, Target};
+use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target};
 use crate::rest::TableShape;
 
 impl Store for DeltaSink {
@@ -35,6 +35,12 @@ impl Store for DeltaSink {
     /// The newest `updated_at` in the log's file statistics.
     fn newest(&self) -> CursorFuture<'_> {
         self.newest_updated_at().boxed()
+    }
+
+    /// A read of the record and update time columns of the file whose
+    /// statistics hold the newest `updated_at`.
+    fn newest_record(&self) -> RecordFuture<'_> {
+        DeltaSink::newest_record(self).boxed()
     }
 
     /// A read of the record and update time columns of every live file.

@@ -4,8 +4,11 @@
 use etl_core::{EtlError, IdempotentSink, JsonlRejects, JsonlSink, Record, RejectSink, Sink};
 use futures_util::FutureExt;
 use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
 
-use super::{CursorFuture, Described, Destination, StoredUpdatedAt, Table, TableFuture, Target};
+use super::{
+    CursorFuture, Described, Destination, RecordFuture, StoredUpdatedAt, Table, TableFuture, Target,
+};
 use crate::cursor;
 use crate::pipeline::rejects_path;
 
@@ -60,6 +63,8 @@ impl<T: Record + Clone + 'static> Destination<T> for Place {
 struct Jsonl {
     sink: IdempotentSink<JsonlSink>,
     rejects: JsonlRejects,
+    /// The line the last cursor scan found newest.
+    newest: std::sync::Mutex<Option<String>>,
 }
 
 impl Jsonl {
@@ -69,7 +74,11 @@ impl Jsonl {
         let sink = IdempotentSink::resume_as::<T>(path)?;
         let rejects_at = rejects.map_or_else(|| rejects_path(path), PathBuf::from);
         let rejects = JsonlRejects::open(&rejects_at)?;
-        Ok(Jsonl { sink, rejects })
+        Ok(Jsonl {
+            sink,
+            rejects,
+            newest: std::sync::Mutex::default(),
+        })
     }
 }
 
@@ -84,7 +93,22 @@ impl<T: Record + Clone> Table<T> for Jsonl {
 
     /// A scan of the file, each line read by the source.
     fn cursor(&self, stored: &StoredUpdatedAt<'_>) -> CursorFuture<'_> {
-        std::future::ready(cursor::jsonl_cursor(self.sink.inner().path(), stored)).boxed()
+        let newest = cursor::jsonl_newest(self.sink.inner().path(), stored).map(|found| {
+            let (cursor, line) = found.unzip();
+            *self.newest.lock().unwrap_or_else(PoisonError::into_inner) = line;
+            cursor
+        });
+        std::future::ready(newest).boxed()
+    }
+
+    /// The line the cursor scan found it in.
+    fn newest_record(&self) -> RecordFuture<'_> {
+        let line = self
+            .newest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        std::future::ready(Ok(line)).boxed()
     }
 
     fn describe(&self) -> Result<Described, EtlError> {

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::{
-    CursorFuture, Described, Destination, ParentCursorsFuture, SchemaFuture, SettleFuture,
-    StoredUpdatedAt, Table, TableFuture, Target,
+    CursorFuture, Described, Destination, ParentCursorsFuture, RecordFuture, SchemaFuture,
+    SettleFuture, StoredUpdatedAt, Table, TableFuture, Target,
 };
 use crate::rest::PARENT_MEMBER;
 
@@ -34,6 +34,9 @@ pub(super) trait Store: RejectSink + fmt::Debug + Sized + 'static {
 
     /// The newest `updated_at` the table holds.
     fn newest(&self) -> CursorFuture<'_>;
+
+    /// The stored record of that `updated_at` ([`Table::newest_record`]).
+    fn newest_record(&self) -> RecordFuture<'_>;
 
     /// Each value of the member `member` held, with the newest
     /// `updated_at` among its rows.
@@ -122,6 +125,10 @@ impl<T: Record + Clone, S: Store + Sink<T>> Table<T> for Keyed<S> {
 
     fn cursors_by_parent(&self) -> ParentCursorsFuture<'_> {
         self.sink.inner().newest_by(PARENT_MEMBER)
+    }
+
+    fn newest_record(&self) -> RecordFuture<'_> {
+        self.sink.inner().newest_record()
     }
 
     fn describe(&self) -> Result<Described, EtlError> {

@@ -33,6 +33,9 @@ pub type StoredUpdatedAt<'s> = dyn for<'l> Fn(&'l [u8]) -> Option<Cow<'l, str>> 
 /// What [`Table::cursor`] answers.
 pub type CursorFuture<'a> = BoxFuture<'a, Result<Option<String>, EtlError>>;
 
+/// What [`Table::newest_record`] answers.
+pub type RecordFuture<'a> = BoxFuture<'a, Result<Option<String>, EtlError>>;
+
 /// What [`Table::cursors_by_parent`] answers.
 pub type ParentCursorsFuture<'a> = BoxFuture<'a, Result<Vec<(String, String)>, EtlError>>;
 
@@ -76,6 +79,16 @@ pub trait Table<T: Record>: Send + Sync + fmt::Debug {
     /// Where the rows and rejects go, in words. Fails only for a table
     /// whose rejects table name would be too long.
     fn describe(&self) -> Result<Described, EtlError>;
+
+    /// The record whose update time is the cursor ([`Table::cursor`]), as
+    /// stored (its JSON text): an incremental run's source learns from it
+    /// the form its records write that time in (a number of Unix seconds,
+    /// or text), so that the cursor goes back to the API in that form
+    /// ([`Source::held_record`]). `None` by default: the source sends it
+    /// in the form its file says.
+    fn newest_record(&self) -> RecordFuture<'_> {
+        Box::pin(async { Ok(None) })
+    }
 
     /// For the rows of a child resource: each `_parent` held (its compact
     /// JSON text, keys sorted) with the newest update time among its rows,

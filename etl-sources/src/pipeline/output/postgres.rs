@@ -7,7 +7,7 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, Target};
+use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, Target};
 use crate::rest::TableShape;
 
 impl Store for PostgresSink {
@@ -39,6 +39,11 @@ impl Store for PostgresSink {
     /// One look into the `updated_at` index.
     fn newest(&self) -> CursorFuture<'_> {
         self.newest_last_updated().boxed()
+    }
+
+    /// One look into the `updated_at` index.
+    fn newest_record(&self) -> RecordFuture<'_> {
+        PostgresSink::newest_record(self).boxed()
     }
 
     /// One grouped read of the rows that hold `member`.
