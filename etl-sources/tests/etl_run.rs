@@ -1962,6 +1962,72 @@ async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_fini
     drop_typed(&client, table).await;
 }
 
+/// A record holding a map of 2,000 ids keeps `id` and `updated_at` as
+/// columns: the map is one jsonb column, not a column an id that would
+/// spend the table's budget before the record's own members.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
+async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let table = "etl_run_by_id";
+    drop_typed(&client, table).await;
+    let by_id: serde_json::Map<String, Value> = (0..2_000)
+        .map(|i| (i.to_string(), json!({"n": i})))
+        .collect();
+    let record = json!({"by_id": by_id, "id": 1, "updated_at": "2026-01-01T00:00:00Z"});
+    let api = Api::new(Style::NextUrl, vec![record]);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("items.toml"),
+        pipeline(&server.uri(), Style::NextUrl, ""),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("run")
+        .arg(dir.path().join("items.toml"))
+        .args(["--out", &pg, "--pg-table", table])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let columns: Vec<(String, String)> = client
+        .query(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns \
+             WHERE table_name = $1 AND column_name NOT LIKE '\\_etl\\_%' ORDER BY ordinal_position",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let want = [
+        ("by_id", "jsonb"),
+        ("id", "bigint"),
+        ("updated_at", "timestamp with time zone"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(c, t)| (c.to_string(), t.to_string()))
+        .collect();
+    assert_eq!(columns, want);
+    let n: i64 = client
+        .query_one(
+            &format!("SELECT (by_id -> '1999' ->> 'n')::bigint FROM {table}"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1999);
+    drop_typed(&client, table).await;
+}
+
 /// Drops a typed table family `table` (its child tables, its rejects and
 /// its schema row too), left by an earlier run of a test.
 async fn drop_typed(client: &tokio_postgres::Client, table: &str) {

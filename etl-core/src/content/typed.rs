@@ -35,7 +35,7 @@ mod time;
 
 pub use column::{meta_json, Cell, ColumnType, Misfit, UnknownType};
 pub use schema::{Column, Contract, Schema, SchemaOptions, Table, MAX_COLUMNS};
-pub use shred::{element_key, Refused, RowKeys, RowWriter, ShredError};
+pub use shred::{element_key, Refused, RowKeys, RowWriter, ShredError, ID_MAP_MEMBERS};
 pub use split::SplitWriter;
 pub use time::{timestamp_micros, update_micros};
 

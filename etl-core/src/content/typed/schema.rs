@@ -162,6 +162,19 @@ pub struct Table {
     untyped_unlisted: usize,
 }
 
+/// Whether a table of `columns` columns taking `fixed` bytes has room for
+/// one more of type `column_type`.
+fn room_for(
+    (columns, fixed): (usize, usize),
+    options: &SchemaOptions,
+    column_type: ColumnType,
+) -> bool {
+    columns < options.max_columns
+        && options
+            .max_fixed_bytes
+            .is_none_or(|max| fixed + column_type.fixed_width() <= max)
+}
+
 /// Most untyped members a table lists (a map keyed by ids has thousands).
 const UNTYPED_LISTED: usize = 100;
 
@@ -238,9 +251,36 @@ impl Table {
 
     /// Whether one more column of type `column_type` fits the limits.
     pub(crate) fn has_room(&self, options: &SchemaOptions, column_type: ColumnType) -> bool {
-        let fixed = self.fixed_bytes + column_type.fixed_width();
-        self.columns.len() < options.max_columns
-            && options.max_fixed_bytes.is_none_or(|max| fixed <= max)
+        room_for((self.columns.len(), self.fixed_bytes), options, column_type)
+    }
+
+    /// How many more columns of any type surely fit the limits.
+    pub(crate) fn sure_room(&self, options: &SchemaOptions) -> usize {
+        let by_count = options.max_columns.saturating_sub(self.columns.len());
+        let by_bytes = options.max_fixed_bytes.map_or(usize::MAX, |max| {
+            max.saturating_sub(self.fixed_bytes) / ColumnType::WIDEST
+        });
+        by_count.min(by_bytes)
+    }
+
+    /// Of the new members `wanted` (each its path and type, nearest the
+    /// top first), the paths of those that get no column: those past the
+    /// limits once the ones before them have theirs.
+    pub(crate) fn past_room<'p>(
+        &self,
+        options: &SchemaOptions,
+        wanted: impl Iterator<Item = (&'p str, ColumnType)>,
+    ) -> Vec<&'p str> {
+        let mut taken = (self.columns.len(), self.fixed_bytes);
+        let mut past = Vec::new();
+        for (path, column_type) in wanted {
+            if room_for(taken, options, column_type) {
+                taken = (taken.0 + 1, taken.1 + column_type.fixed_width());
+            } else {
+                past.push(path);
+            }
+        }
+        past
     }
 
     /// Adds the column for the member at `path`, named from its members

@@ -4,6 +4,7 @@
 //! the text and the output's own buffers.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{
@@ -77,6 +78,14 @@ pub fn element_key(parent_key: &str, path: &str, idx: usize) -> String {
         ],
     ))
 }
+
+/// An object nested in a record whose members are more than this many,
+/// every one named by a number (`{"1001": {...}, "1002": {...}}`), is a map
+/// keyed by ids: it is kept whole in one json column, as a hinted `json`
+/// member is, rather than flattened into a column an id (which would spend
+/// a table's column budget on ids). One of this many or fewer is
+/// flattened as any object.
+pub const ID_MAP_MEMBERS: usize = 32;
 
 /// Why [`Schema::shred`] did not take a record.
 #[derive(Debug, thiserror::Error)]
@@ -178,8 +187,63 @@ impl Schema {
                 return Err(ShredError::Refused(refused));
             }
         }
-        Walk::new(self, writer, false).run(record, key)
+        let past_room = self.past_room(record, key)?;
+        let mut walk = Walk::new(self, writer, false);
+        walk.past_room = past_room;
+        walk.run(record, key)
     }
+
+    /// The new members of `record` that get no column because the tables'
+    /// limits run short, by table: when they do, a member nearer the top
+    /// of its row gets its column before a deeper one (every top-level
+    /// scalar, then the next level), whatever the canonical order of the
+    /// names. A census walk (nothing added, nothing written) finds what
+    /// the record would add; it runs only when the record could hold more
+    /// members than a table surely has room for (its `:` are at least its
+    /// members).
+    fn past_room(
+        &mut self,
+        record: &str,
+        key: &str,
+    ) -> Result<HashSet<(usize, String)>, ShredError> {
+        let room = self
+            .tables
+            .iter()
+            .map(|t| t.sure_room(&self.options))
+            .min()
+            .unwrap_or(usize::MAX);
+        if room == usize::MAX || memchr::memchr_iter(b':', record.as_bytes()).count() <= room {
+            return Ok(HashSet::new());
+        }
+        let mut none = NoRows;
+        let mut census = Walk::new(self, &mut none, true);
+        census.census = Some(Vec::new());
+        census.run(record, key)?;
+        let mut wanted = census.census.take().unwrap_or_default();
+        // Nearest the top first, in the record's order at each depth.
+        wanted.sort_by_key(|w| w.path.matches('/').count());
+        let mut seen = HashSet::new();
+        wanted.retain(|w| seen.insert((w.table, w.path.clone())));
+        let mut past = HashSet::new();
+        for (at, table) in self.tables.iter().enumerate() {
+            let of_table = wanted.iter().filter(|w| w.table == at);
+            for path in table.past_room(
+                &self.options,
+                of_table.map(|w| (w.path.as_str(), w.column_type)),
+            ) {
+                past.insert((at, path.to_owned()));
+            }
+        }
+        Ok(past)
+    }
+}
+
+/// A column a census walk found a record would add.
+struct Wanted {
+    table: usize,
+    /// The member's pointer from its table's element.
+    path: String,
+    column_type: ColumnType,
 }
 
 /// The writer of the dry walk.
@@ -208,6 +272,12 @@ struct Walk<'s, W> {
     element_at: String,
     /// The `_etl_key`s of the open rows, the record's first.
     keys: Vec<String>,
+    /// A census walk: each column the record would add, noted here (and
+    /// nothing refused for it).
+    census: Option<Vec<Wanted>>,
+    /// Members that get no column, by table: the limits run short, and
+    /// members nearer the top take the room ([`Schema::past_room`]).
+    past_room: HashSet<(usize, String)>,
 }
 
 impl<'s, W: RowWriter> Walk<'s, W> {
@@ -221,6 +291,8 @@ impl<'s, W: RowWriter> Walk<'s, W> {
             at: String::new(),
             element_at: String::new(),
             keys: Vec::new(),
+            census: None,
+            past_room: HashSet::new(),
         }
     }
 
@@ -304,8 +376,18 @@ impl<'s, W: RowWriter> Walk<'s, W> {
     /// A new column for the value at `self.at` of `table`, if it may have
     /// one.
     fn new_column(&mut self, table: usize, column_type: ColumnType) -> Option<usize> {
+        if let Some(census) = &mut self.census {
+            census.push(Wanted {
+                table,
+                path: self.at.clone(),
+                column_type,
+            });
+            return None;
+        }
+        let past_room =
+            !self.past_room.is_empty() && self.past_room.contains(&(table, self.at.clone()));
         let t = &mut self.schema.tables[table];
-        if !t.has_room(&self.schema.options, column_type) {
+        if past_room || !t.has_room(&self.schema.options, column_type) {
             if !self.dry && t.refuse(&self.at) {
                 tracing::warn!(
                     table = t.name(),
@@ -427,6 +509,37 @@ impl<'de, W: RowWriter> DeserializeSeed<'de> for Value<'_, '_, W> {
     }
 }
 
+impl<W: RowWriter> Value<'_, '_, W> {
+    /// Walks the members `ahead` read whole (an object's members named by
+    /// numbers, before it showed to be no map keyed by ids) as members
+    /// read in place are walked.
+    fn walk_ahead<'de>(
+        &mut self,
+        ahead: Vec<(Cow<'de, str>, &'de RawValue)>,
+    ) -> Result<(), serde_json::Error> {
+        for (key, value) in ahead {
+            let at = self.walk.at.len();
+            push_member(&mut self.walk.at, &key);
+            let mut de = serde_json::Deserializer::from_str(value.get());
+            Value {
+                walk: &mut *self.walk,
+                table: self.table,
+                depth: self.depth + 1,
+                column: None,
+            }
+            .deserialize(&mut de)?;
+            self.walk.at.truncate(at);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a member's name is a number (`"1234"`): the key of a map keyed
+/// by ids.
+fn is_number(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())
+}
+
 impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
     type Value = ();
 
@@ -473,7 +586,7 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
         Ok(())
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+    fn visit_map<M: MapAccess<'de>>(mut self, mut map: M) -> Result<(), M::Error> {
         if let Some(column) = self.column {
             // An object where a scalar was: a misfit, kept in the raw
             // record.
@@ -481,7 +594,25 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
             return Ok(());
         }
+        // Members named by numbers are read ahead, whole: an object of
+        // more than ID_MAP_MEMBERS of them and nothing else is a map keyed
+        // by ids, kept as one json column rather than a column an id.
+        // (The record's own object, and a list element's, are rows.)
+        let mut numbers_only = !self.walk.at.is_empty();
+        let mut ahead: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
         while let Some(JsonKey(key)) = map.next_key::<JsonKey<'de>>()? {
+            if numbers_only && is_number(&key) {
+                let value = map.next_value::<&'de RawValue>()?;
+                ahead.push((key, value));
+                continue;
+            }
+            if numbers_only {
+                // A member not named by a number: the object is no map,
+                // and the members read ahead are walked as any other.
+                numbers_only = false;
+                self.walk_ahead(std::mem::take(&mut ahead))
+                    .map_err(serde::de::Error::custom)?;
+            }
             let at = self.walk.at.len();
             push_member(&mut self.walk.at, &key);
             map.next_value_seed(Value {
@@ -492,7 +623,26 @@ impl<'de, W: RowWriter> Visitor<'de> for Value<'_, '_, W> {
             })?;
             self.walk.at.truncate(at);
         }
-        Ok(())
+        if ahead.len() > ID_MAP_MEMBERS {
+            // The object's text as the record holds it: the record is
+            // canonical JSON, and a number needs no escape as a key.
+            let mut text = String::from("{");
+            for (i, (key, value)) in ahead.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push('"');
+                text.push_str(key);
+                text.push_str("\":");
+                text.push_str(value.get());
+            }
+            text.push('}');
+            return self
+                .walk
+                .whole(self.table, &text)
+                .map_err(serde::de::Error::custom);
+        }
+        self.walk_ahead(ahead).map_err(serde::de::Error::custom)
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {

@@ -437,12 +437,83 @@ fn freeze_refuses_what_would_change_the_table_and_writes_nothing_of_it() {
 }
 
 #[test]
-fn a_map_of_thousands_of_ids_loads_and_stays_in_the_raw_record() {
+fn a_map_of_thousands_of_ids_is_one_json_column_beside_the_records_own_members() {
     let mut map = serde_json::Map::new();
-    for id in 0..5_000 {
-        map.insert(id.to_string(), serde_json::Value::from(id));
+    for id in 0..2_000 {
+        map.insert(id.to_string(), serde_json::json!({"n": id}));
     }
-    let record = serde_json::json!({"by_id": map, "title": "t"}).to_string();
+    let record = serde_json::json!({"by_id": map, "id": 1, "updated_at": "2026-01-01T00:00:00Z"})
+        .to_string();
+    let mut schema = new_schema();
+    let rows = shred(&mut schema, &record);
+    assert_eq!(
+        columns(&schema, 0),
+        [
+            ("by_id".into(), ColumnType::Json, "/by_id".into()),
+            ("id".into(), ColumnType::Bigint, "/id".into()),
+            (
+                "updated_at".into(),
+                ColumnType::Timestamp,
+                "/updated_at".into()
+            ),
+        ]
+    );
+    // The object's text as the record holds it.
+    let Some(Cell::Json(text)) = cell(&schema, 0, rows.of(0)[0], "by_id") else {
+        panic!("no json cell")
+    };
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(text.as_ref(), record["by_id"].to_string());
+    // A later small map at the same place goes to that column too.
+    let rows = shred(&mut schema, r#"{"by_id":{"7":{"n":7}},"id":2}"#);
+    assert_eq!(schema.tables()[0].columns().len(), 3);
+    assert!(matches!(
+        cell(&schema, 0, rows.of(0)[0], "by_id"),
+        Some(Cell::Json(t)) if t == r#"{"7":{"n":7}}"#
+    ));
+}
+
+#[test]
+fn an_object_of_few_numbered_members_or_of_names_too_is_flattened() {
+    let few: serde_json::Map<_, _> = (0..=ID_MAP_MEMBERS)
+        .map(|i| (i.to_string(), serde_json::Value::from(i)))
+        .collect();
+    assert_eq!(few.len(), ID_MAP_MEMBERS + 1);
+    let mut mixed = few.clone();
+    mixed.insert("total".into(), serde_json::Value::from(3));
+    let mut few = few;
+    few.remove("0");
+    let mut schema = new_schema();
+    let rows = shred(
+        &mut schema,
+        &serde_json::json!({"few": few, "mixed": mixed}).to_string(),
+    );
+    let names: Vec<String> = columns(&schema, 0).into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        names.len(),
+        ID_MAP_MEMBERS + ID_MAP_MEMBERS + 2,
+        "{names:?}"
+    );
+    assert!(names.contains(&"few___1".to_owned()), "{names:?}");
+    assert!(names.contains(&"mixed__total".to_owned()), "{names:?}");
+    assert!(matches!(
+        cell(&schema, 0, rows.of(0)[0], "mixed___0"),
+        Some(Cell::Bigint(0))
+    ));
+}
+
+#[test]
+fn when_the_columns_run_short_the_records_top_level_members_get_theirs_first() {
+    let mut wide = serde_json::Map::new();
+    for i in 0..5_000 {
+        wide.insert(format!("k{i}"), serde_json::Value::from(i));
+    }
+    // `a_wide` comes first in canonical order, its members before `id`.
+    let record = serde_json::json!({
+        "a_wide": wide, "id": 1, "title": "t", "updated_at": "2026-01-01T00:00:00Z",
+        "user": {"login": "ada"}
+    })
+    .to_string();
     let mut schema = new_schema();
     let rows = shred(&mut schema, &record);
     let table = &schema.tables()[0];
@@ -452,12 +523,25 @@ fn a_map_of_thousands_of_ids_loads_and_stays_in_the_raw_record() {
         "{}",
         table.columns().len()
     );
-    assert_eq!(table.untyped().collect::<Vec<_>>(), ["/by_id"]);
+    let names: Vec<&str> = table.columns().iter().map(|c| c.name.as_str()).collect();
+    for top in ["id", "title", "updated_at", "user__login"] {
+        assert!(names.contains(&top), "no {top}");
+    }
+    assert_eq!(table.untyped().collect::<Vec<_>>(), ["/a_wide"]);
     assert_eq!(rows.of(0)[0].cells.len(), table.columns().len());
+    assert!(matches!(
+        cell(&schema, 0, rows.of(0)[0], "id"),
+        Some(Cell::Bigint(1))
+    ));
 
-    let mut wide = Schema::new("t", SchemaOptions::default()).unwrap();
-    shred(&mut wide, &record);
-    assert_eq!(wide.tables()[0].columns().len(), MAX_COLUMNS);
+    let mut unlimited = Schema::new("t", SchemaOptions::default()).unwrap();
+    shred(&mut unlimited, &record);
+    let names: Vec<String> = columns(&unlimited, 0).into_iter().map(|c| c.0).collect();
+    assert_eq!(names.len(), MAX_COLUMNS);
+    assert!(
+        names.contains(&"id".to_owned()),
+        "id first at 1,000 columns too"
+    );
 }
 
 #[test]
