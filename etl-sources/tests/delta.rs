@@ -369,9 +369,9 @@ async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
 async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number() {
     let dir = tempfile::tempdir().unwrap();
     let at = |name: &str| format!("delta:{}", dir.path().join(name).display());
-    let sent = api::cursors_sent(dir.path(), &["--out", &at("s")], false).await;
+    let sent = api::cursors_sent(dir.path(), &["--out", &at("s")], api::Stamps::Seconds).await;
     assert_eq!(sent, [None, Some("1767227249".to_owned())]);
-    let sent = api::cursors_sent(dir.path(), &["--out", &at("ms")], true).await;
+    let sent = api::cursors_sent(dir.path(), &["--out", &at("ms")], api::Stamps::Millis).await;
     assert_eq!(
         sent,
         [

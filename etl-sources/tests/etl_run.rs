@@ -6,7 +6,7 @@
 mod api;
 mod common;
 
-use api::{items, pipeline, Api, Style};
+use api::{items, pipeline, Api, Stamps, Style};
 use common::{records, text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -717,13 +717,8 @@ async fn a_killed_run_resumes_to_every_record_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn three_concurrent_loaders_into_one_table_write_every_record_once() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let table = "etl_run_items_concurrent";
-    drop_typed(&client, table).await;
+    let (pg, client) = postgres(table).await;
     let mut api = Api::new(Style::Offset, items(40));
     api.delay = Duration::from_millis(5);
     let server = api.clone().serve().await;
@@ -1350,88 +1345,34 @@ async fn a_next_url_before_the_records_goes_out_early_and_each_page_is_asked_onc
     assert_eq!(real, ["1", "2", "3"], "{asked:?}");
 }
 
-/// Records whose `updated_at` is a number of Unix seconds, with no
-/// `updated_at_unit`: an `initial` given as a number is sent as that
-/// number, and so is the cursor a later run holds (never RFC 3339 text,
-/// which such an API refuses).
-#[tokio::test]
-async fn unix_second_cursors_are_sent_as_the_numbers_the_records_carry() {
-    let asked: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
-    let server = wiremock::MockServer::start().await;
-    let records = Arc::new(Mutex::new(vec![
-        json!({"id": 1, "updated_at": 1_767_226_100}),
-        json!({"id": 2, "updated_at": 1_767_226_200}),
-    ]));
-    let (seen, held) = (Arc::clone(&asked), Arc::clone(&records));
-    wiremock::Mock::given(wiremock::matchers::path("/items"))
-        .respond_with(move |request: &wiremock::Request| {
-            let after = request
-                .url
-                .query_pairs()
-                .find(|(k, _)| k == "updated_after")
-                .map(|(_, v)| v.into_owned());
-            seen.lock().unwrap().push(after.clone());
-            // The API reads the parameter as a number; text is a 400.
-            let Some(after) = after.map(|a| a.parse::<i64>()).transpose().ok() else {
-                return ResponseTemplate::new(400)
-                    .set_body_json(json!({"error": "updated_after: not a number"}));
-            };
-            let data: Vec<Value> = held
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|r| after.is_none_or(|a| r["updated_at"].as_i64().unwrap() >= a))
-                .cloned()
-                .collect();
-            ResponseTemplate::new(200).set_body_json(json!({ "data": data }))
-        })
-        .mount(&server)
-        .await;
-    let file = format!(
-        "name = \"items\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\nupdated_at = \"/updated_at\"\n\n[incremental]\nparam = \"updated_after\"\ninitial = 1767226000\n",
-        server.uri()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let first = run(dir.path(), &file, &["--incremental"]).await;
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
-    records
-        .lock()
-        .unwrap()
-        .push(json!({"id": 3, "updated_at": 1_767_226_300}));
-    let second = run(dir.path(), &file, &["--incremental"]).await;
-    assert_eq!(second.status.code(), Some(0), "{}", text(&second));
-    assert!(
-        String::from_utf8_lossy(&second.stdout).contains("1 new rows"),
-        "{}",
-        text(&second)
-    );
-    assert_eq!(
-        *asked.lock().unwrap(),
-        [Some("1767226000".to_owned()), Some("1767226200".to_owned())],
-        "the initial, then the newest held, each as Unix seconds"
-    );
+/// The cursors `api::cursors_sent` should see for `stamps`: the initial
+/// (none without one), then the newest held, each as the number the
+/// records carry.
+fn numbers_sent(stamps: Stamps) -> Vec<Option<String>> {
+    let sent: [Option<&str>; 2] = match stamps {
+        Stamps::Seconds => [None, Some("1767227249")],
+        Stamps::SecondsFromInitial => [Some("1767225600"), Some("1767227249")],
+        Stamps::Millis => [Some("1767225600000"), Some("1767227249123")],
+    };
+    sent.iter().map(|s| s.map(str::to_owned)).collect()
 }
 
-/// A held cursor goes back in the records' own form, learnt from the
-/// record it came from: Unix seconds with no `updated_at_unit` and no
-/// `initial`, milliseconds with `updated_at_unit = "ms"`; never RFC 3339
-/// text, which such an API refuses. Into a JSONL file here, PostgreSQL
-/// below, Delta in the Delta tests.
+const STAMPS: [Stamps; 3] = [Stamps::Seconds, Stamps::SecondsFromInitial, Stamps::Millis];
+
+/// `initial` and a held cursor go back in the records' own form, the held
+/// one learnt from the record it came from where the file does not say:
+/// Unix seconds (with or without a numeric `initial`), milliseconds with
+/// `updated_at_unit = "ms"`; never RFC 3339 text, which such an API
+/// refuses. Into a JSONL file here, PostgreSQL below, Delta in the Delta
+/// tests.
 #[tokio::test]
 async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_jsonl() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("s.jsonl");
-    let sent = api::cursors_sent(dir.path(), &["--out", out.to_str().unwrap()], false).await;
-    assert_eq!(sent, [None, Some("1767227249".to_owned())]);
-    let out = dir.path().join("ms.jsonl");
-    let sent = api::cursors_sent(dir.path(), &["--out", out.to_str().unwrap()], true).await;
-    assert_eq!(
-        sent,
-        [
-            Some("1767225600000".to_owned()),
-            Some("1767227249123".to_owned())
-        ]
-    );
+    for (i, stamps) in STAMPS.into_iter().enumerate() {
+        let out = dir.path().join(format!("{i}.jsonl"));
+        let sent = api::cursors_sent(dir.path(), &["--out", out.to_str().unwrap()], stamps).await;
+        assert_eq!(sent, numbers_sent(stamps), "{stamps:?}");
+    }
 }
 
 /// [`a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_jsonl`],
@@ -1439,25 +1380,14 @@ async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_
 #[tokio::test]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number_into_postgres() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let dir = tempfile::tempdir().unwrap();
-    for (table, ms, want) in [
-        ("etl_run_cursor_s", false, [None, Some("1767227249")]),
-        (
-            "etl_run_cursor_ms",
-            true,
-            [Some("1767225600000"), Some("1767227249123")],
-        ),
-    ] {
-        drop_typed(&client, table).await;
-        let sent = api::cursors_sent(dir.path(), &["--out", &pg, "--pg-table", table], ms).await;
-        let want: Vec<Option<String>> = want.iter().map(|w| w.map(str::to_owned)).collect();
-        assert_eq!(sent, want, "{table}");
-        drop_typed(&client, table).await;
+    for (i, stamps) in STAMPS.into_iter().enumerate() {
+        let table = format!("etl_run_cursor_{i}");
+        let (pg, client) = postgres(&table).await;
+        let sent =
+            api::cursors_sent(dir.path(), &["--out", &pg, "--pg-table", &table], stamps).await;
+        assert_eq!(sent, numbers_sent(stamps), "{stamps:?}");
+        drop_typed(&client, &table).await;
     }
 }
 
@@ -1528,13 +1458,8 @@ async fn etl_schema_names_what_it_cannot_print() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_api() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let table = "etl_run_items_typed";
-    drop_typed(&client, table).await;
+    let (pg, client) = postgres(table).await;
     let api = Api::new(Style::Offset, items(40));
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
@@ -1543,18 +1468,7 @@ async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_ap
         Style::Offset,
         "shape = \"typed\"\n[columns]\nscore = \"double\"\n",
     );
-    std::fs::write(dir.path().join("items.toml"), &file).unwrap();
-    let loader = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
-        command
-            .arg("run")
-            .arg(dir.path().join("items.toml"))
-            .args(["--out", &pg, "--pg-table", table])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        command.output()
-    };
+    let loader = || etl_into_postgres(dir.path(), &file, (&pg, table), &[]).output();
     let (a, b) = tokio::join!(loader(), loader());
     for output in [a, b] {
         let output = output.unwrap();
@@ -1642,13 +1556,8 @@ async fn a_typed_table_loads_columns_from_two_runs_at_once_and_grows_with_the_ap
 #[tokio::test]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let table = "etl_run_frozen";
-    drop_typed(&client, table).await;
+    let (pg, client) = postgres(table).await;
     let api = Api::new(Style::NextUrl, items(3));
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
@@ -1657,14 +1566,8 @@ async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
         Style::NextUrl,
         "[schema]\ncontract = \"freeze\"\n",
     );
-    std::fs::write(dir.path().join("items.toml"), &file).unwrap();
-    let run = || {
-        Command::new(env!("CARGO_BIN_EXE_etl"))
-            .arg("run")
-            .arg(dir.path().join("items.toml"))
-            .args(["--out", &pg, "--pg-table", table, "--log-format", "json"])
-            .output()
-    };
+    let json_logs = ["--log-format", "json"];
+    let run = || etl_into_postgres(dir.path(), &file, (&pg, table), &json_logs).output();
     let first = run().await.unwrap();
     assert_eq!(first.status.code(), Some(0), "{}", text(&first));
     api.items.lock().unwrap().extend(api::refused_by_freeze(3));
@@ -1831,13 +1734,8 @@ mod silent_proxy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_finishes() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let table = "etl_run_silent";
-    drop_typed(&client, table).await;
+    let (pg, client) = postgres(table).await;
     let config: tokio_postgres::Config = pg.parse().unwrap();
     let upstream = match (config.get_hosts().first(), config.get_ports().first()) {
         (Some(tokio_postgres::config::Host::Tcp(host)), port) => {
@@ -1866,25 +1764,9 @@ async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_fini
     };
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("items.toml"),
-        pipeline(&server.uri(), Style::NextUrl, ""),
-    )
-    .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_etl"))
-        .arg("run")
-        .arg(dir.path().join("items.toml"))
-        .args([
-            "--out",
-            &via_proxy,
-            "--pg-table",
-            table,
-            "--timeout-secs",
-            "2",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let timeout = ["--timeout-secs", "2"];
+    let run = etl_into_postgres(dir.path(), &file, (&via_proxy, table), &timeout)
         .spawn()
         .unwrap();
     // Silence mid-load, once some pages are written.
@@ -1968,13 +1850,8 @@ async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_fini
 #[tokio::test]
 #[ignore = "needs PostgreSQL: set ETL_PG_URL and pass --include-ignored"]
 async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
-    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
-    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let table = "etl_run_by_id";
-    drop_typed(&client, table).await;
+    let (pg, client) = postgres(table).await;
     let by_id: serde_json::Map<String, Value> = (0..2_000)
         .map(|i| (i.to_string(), json!({"n": i})))
         .collect();
@@ -1982,15 +1859,8 @@ async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
     let api = Api::new(Style::NextUrl, vec![record]);
     let server = api.clone().serve().await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("items.toml"),
-        pipeline(&server.uri(), Style::NextUrl, ""),
-    )
-    .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_etl"))
-        .arg("run")
-        .arg(dir.path().join("items.toml"))
-        .args(["--out", &pg, "--pg-table", table])
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let output = etl_into_postgres(dir.path(), &file, (&pg, table), &[])
         .output()
         .await
         .unwrap();
@@ -2026,6 +1896,34 @@ async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
         .get(0);
     assert_eq!(n, 1999);
     drop_typed(&client, table).await;
+}
+
+/// The PostgreSQL server of `ETL_PG_URL`: its URL, and a client of it with
+/// the typed table family `table` dropped (left by an earlier run).
+async fn postgres(table: &str) -> (String, tokio_postgres::Client) {
+    let pg = std::env::var("ETL_PG_URL").expect("ETL_PG_URL is not set");
+    let (client, connection) = tokio_postgres::connect(&pg, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    drop_typed(&client, table).await;
+    (pg, client)
+}
+
+/// `etl run DIR/items.toml --out PG --pg-table TABLE ARGS`, `file` written
+/// there first.
+fn etl_into_postgres(dir: &Path, file: &str, (pg, table): (&str, &str), args: &[&str]) -> Command {
+    std::fs::write(dir.join("items.toml"), file).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_etl"));
+    command
+        .arg("run")
+        .arg(dir.join("items.toml"))
+        .args(["--out", pg, "--pg-table", table])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
 }
 
 /// Drops a typed table family `table` (its child tables, its rejects and

@@ -290,16 +290,33 @@ impl Respond for Api {
     }
 }
 
-/// What an API whose records write `updated` as a number received as
-/// `updated_after` from two incremental `etl run`s into `out` (the
-/// arguments that name the output), in order: Unix seconds with neither
-/// `updated_at_unit` nor `initial` (`ms` false), or milliseconds with
-/// `updated_at_unit = "ms"` and an `initial` (`ms` true). The API reads
-/// the parameter as a number and answers text with a 400; the second run
-/// finds one record more than the first.
+/// How an API's records write their update time, and what a pipeline file
+/// says of it.
 #[allow(dead_code)] // not every test binary that shares it asks
-pub async fn cursors_sent(dir: &std::path::Path, out: &[&str], ms: bool) -> Vec<Option<String>> {
+#[derive(Clone, Copy, Debug)]
+pub enum Stamps {
+    /// Unix seconds, with neither `updated_at_unit` nor `initial`.
+    Seconds,
+    /// Unix seconds, with an `initial` of 1767225600 (a number).
+    SecondsFromInitial,
+    /// Milliseconds, with `updated_at_unit = "ms"` and an `initial` of
+    /// 1767225600000.
+    Millis,
+}
+
+/// What an API whose records write `updated` as `stamps` say received as
+/// `updated_after` from two incremental `etl run`s into `out` (the
+/// arguments that name the output), in order. The API reads the parameter
+/// as a number and answers text with a 400; the second run finds one
+/// record more than the first, newer than the held 1767227249(.123).
+#[allow(dead_code)] // not every test binary that shares it asks
+pub async fn cursors_sent(
+    dir: &std::path::Path,
+    out: &[&str],
+    stamps: Stamps,
+) -> Vec<Option<String>> {
     let asked: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let ms = matches!(stamps, Stamps::Millis);
     let scale: i64 = if ms { 1_000 } else { 1 };
     let first = [
         1_767_227_100 * scale + 7,
@@ -337,10 +354,14 @@ pub async fn cursors_sent(dir: &std::path::Path, out: &[&str], ms: bool) -> Vec<
         })
         .mount(&server)
         .await;
-    let unit = if ms {
-        "updated_at_unit = \"ms\"\n[incremental]\nparam = \"updated_after\"\ninitial = 1767225600000\n"
-    } else {
-        "[incremental]\nparam = \"updated_after\"\n"
+    let unit = match stamps {
+        Stamps::Seconds => "[incremental]\nparam = \"updated_after\"\n",
+        Stamps::SecondsFromInitial => {
+            "[incremental]\nparam = \"updated_after\"\ninitial = 1767225600\n"
+        }
+        Stamps::Millis => {
+            "updated_at_unit = \"ms\"\n[incremental]\nparam = \"updated_after\"\ninitial = 1767225600000\n"
+        }
     };
     let file = dir.join("numbers.toml");
     std::fs::write(
