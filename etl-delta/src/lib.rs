@@ -489,11 +489,11 @@ impl CanonicalSink for DeltaSink {
                         ],
                     )
                 },
-                table::Known::Nothing,
+                (table::Known::Nothing, None),
                 None,
             )
             .await
-            .map(Written::from)
+            .map(|new| Written::from(new.unwrap_or_default()))
     }
 }
 
@@ -524,10 +524,11 @@ impl RejectSink for DeltaSink {
                         ],
                     )
                 },
-                table::Known::Nothing,
+                (table::Known::Nothing, None),
                 None,
             )
-            .await?;
+            .await?
+            .unwrap_or_default();
         #[cfg(feature = "metrics")]
         etl_core::metrics::rejects_kept(kept as u64);
         Ok(kept)

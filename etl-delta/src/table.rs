@@ -194,14 +194,22 @@ impl KeyedTable {
     ///
     /// A checkpoint this commit makes due is written beside the caller's
     /// next work; the table's next append waits for it before its commit.
+    ///
+    /// `grows`: the typed schema text the batch was made on, for the
+    /// resource's table of a typed family when the batch grows the schema
+    /// (`fields` then holds the new text in `_etl_row`'s metadata): the
+    /// commit carries the new schema with the rows, as one version, and
+    /// answers `None`, committing nothing, once the table's schema is no
+    /// longer the one the batch was made on (another writer grew it): the
+    /// caller makes the batch again on the new one. `None` otherwise.
     pub async fn append(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
-        known: Known,
-        ahead: Option<Staged>,
-    ) -> Result<usize, EtlError> {
+        (known, ahead): (Known, Option<Staged>),
+        grows: Option<&str>,
+    ) -> Result<Option<usize>, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
         state.settle().await;
@@ -212,19 +220,23 @@ impl KeyedTable {
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
+            if grows.is_some_and(|base| crate::typed::stored_schema(&state.schema) != Some(base)) {
+                discard(&store, staged.take()).await;
+                return Ok(None);
+            }
             let fresh = state
                 .still_new(&self.columns, keys, known, staged.as_ref(), shown)
                 .await?;
             if fresh.is_empty() {
                 discard(&store, staged.take()).await;
-                return Ok(0);
+                return Ok(Some(0));
             }
             let (adds, metadata) = state
                 .stage(
                     &fresh,
                     staged.take(),
                     (fields, &build),
-                    &self.columns,
+                    (&self.columns, grows.is_some()),
                     shown,
                 )
                 .await?;
@@ -232,7 +244,7 @@ impl KeyedTable {
             match state.commit(&adds, metadata).await {
                 Ok(()) => {
                     state.note_written(&adds, keys, &fresh);
-                    return Ok(fresh.len());
+                    return Ok(Some(fresh.len()));
                 }
                 Err(e) if lost_race(&e) => {
                     tracing::debug!(table = shown, error = %e, "lost a commit race; checking again against the winners");
@@ -284,7 +296,13 @@ impl KeyedTable {
             return Ok(None);
         }
         let (adds, _) = state
-            .stage(&fresh, None, (fields, &build), &self.columns, shown)
+            .stage(
+                &fresh,
+                None,
+                (fields, &build),
+                (&self.columns, false),
+                shown,
+            )
             .await?;
         Ok(Some(Staged {
             at: state.version,
@@ -514,7 +532,8 @@ impl State {
     /// others deleted); and, where `fields` (the batch's columns) has
     /// columns the table lacks (a typed table's new members), a metaData
     /// action to commit with them, on the schema as this writer last read
-    /// it.
+    /// it; with `replace`, also where a field of `fields` holds other
+    /// metadata than the table's (the typed schema's new text).
     async fn stage(
         &mut self,
         fresh: &[usize],
@@ -523,10 +542,10 @@ impl State {
             &[StructField],
             &impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
         ),
-        columns: &Columns,
+        (columns, replace): (&Columns, bool),
         shown: &str,
     ) -> Result<(Vec<Add>, Option<Metadata>), EtlError> {
-        let grown = grown(&self.schema, fields, false)
+        let grown = grown(&self.schema, fields, replace)
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
         let adds = match staged {
             Some(Staged { entries, adds, .. }) if entries == fresh => adds,

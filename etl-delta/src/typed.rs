@@ -237,39 +237,63 @@ impl Typed {
         if fresh.is_empty() {
             return Ok((0, Vec::new()));
         }
-        let (batch, refused) = self.grow(root, &mut state, rows, encoded, &fresh).await?;
         let records: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
-        // This writer wrote no child row of a record it finds new, unless a
-        // load of it failed after its child rows were in: only other
-        // writers' files (a killed run's, a concurrent one's) are looked in.
-        let children = match records.iter().any(|k| state.unfinished.contains(*k)) {
-            true => Known::Nothing,
-            false => Known::NeverWritten,
-        };
-        match self
-            .commit(root, &mut state, batch, (at_version, children))
-            .await
-        {
-            Ok(new) => {
-                for k in &records {
-                    state.unfinished.remove(*k);
+        loop {
+            let (batch, refused, grows) =
+                self.grow(root, &mut state, rows, encoded, &fresh).await?;
+            // This writer wrote no child row of a record it finds new,
+            // unless a load of it failed (or was made again) after its
+            // child rows were in: only other writers' files (a killed
+            // run's, a concurrent one's) are looked in.
+            let children = match records.iter().any(|k| state.unfinished.contains(*k)) {
+                true => Known::Nothing,
+                false => Known::NeverWritten,
+            };
+            let committed = self
+                .commit(
+                    root,
+                    &mut state,
+                    batch,
+                    (at_version, children),
+                    grows.as_ref(),
+                )
+                .await;
+            match committed {
+                Ok(Some(new)) => {
+                    for k in &records {
+                        state.unfinished.remove(*k);
+                    }
+                    if let Some(grows) = grows {
+                        state.stored = grows.text;
+                        state.committed = state.schema.generation();
+                    }
+                    state.exists = true;
+                    state.schema.set_exists(true);
+                    return Ok((new, refused));
                 }
-                state.exists = true;
-                state.schema.set_exists(true);
-                Ok((new, refused))
-            }
-            Err(e) => {
-                state
-                    .unfinished
-                    .extend(records.iter().map(|k| k.to_string()));
-                Err(e)
+                // Another writer grew the schema first: the batch is made
+                // again on the schema it committed (its child rows, in,
+                // are found held).
+                Ok(None) => {
+                    state
+                        .unfinished
+                        .extend(records.iter().map(|k| k.to_string()));
+                }
+                Err(e) => {
+                    state
+                        .unfinished
+                        .extend(records.iter().map(|k| k.to_string()));
+                    return Err(e);
+                }
             }
         }
     }
 
     /// Commits a load's rows: the child tables' first, then the resource's
     /// (`known`: the version its records were found new at, and what is
-    /// known of their child rows). Returns how many records were new.
+    /// known of their child rows), with the schema they grow where `grows`
+    /// says (`None`: the schema moved under it first, and the resource's
+    /// rows were not committed). Returns how many records were new.
     ///
     /// Every table's data files are written at once (each on a task of its
     /// own), then committed one table after another, the deepest first: a
@@ -280,14 +304,20 @@ impl Typed {
         state: &mut State,
         mut batch: Builders,
         (at_version, children): (deltalake::kernel::Version, Known),
-    ) -> Result<usize, EtlError> {
+        grows: Option<&RootGrowth>,
+    ) -> Result<Option<usize>, EtlError> {
         let loaded_at = micros(SystemTime::now()).unwrap_or(0);
         let shown = &self.at.shown;
         let mut parts = Vec::new();
         for at in (0..batch.tables()).rev() {
-            let part = batch
+            let mut part = batch
                 .finish(at, &state.schema, loaded_at)
                 .map_err(|e| from_arrow(e, shown))?;
+            if let (0, Some(grows)) = (at, grows) {
+                // The resource's new columns and the schema's new text go
+                // in the commit of its rows.
+                part.fields = table_fields(&state.schema, 0, Some(&grows.text));
+            }
             if at > 0 {
                 if part.keys.is_empty() {
                     continue;
@@ -315,12 +345,19 @@ impl Typed {
                 .map(|((_, part, known), table)| stage(table, part, *known)),
         )
         .await;
-        commit_staged(&tables, parts, staged).await
+        commit_staged(&tables, parts, staged, grows.map(|g| g.base.as_str())).await
     }
 
-    /// Makes the batch's rows, and commits the schema they grow to the
-    /// resource's table first. A writer that loses that commit to another
-    /// reads the schema the winner committed and makes the rows again.
+    /// Makes the batch's rows on the schema the resource's table holds.
+    ///
+    /// Where they grow the resource's table alone, the new schema is
+    /// committed with its rows ([`RootGrowth`], one version). Where they
+    /// grow a child table (a column, or a new table), the schema is
+    /// committed to the resource's table first, with no rows: the child
+    /// tables' rows are committed before the resource's, under names and
+    /// types every writer must agree on before any of them is in. A
+    /// writer that loses that commit to another reads the schema the
+    /// winner committed and makes the rows again.
     async fn grow<T: Record>(
         &self,
         root: &KeyedTable,
@@ -328,7 +365,7 @@ impl Typed {
         rows: &[T],
         encoded: &[KeyedJson],
         fresh: &[usize],
-    ) -> Result<(Builders, Vec<Reject>), EtlError> {
+    ) -> Result<(Builders, Vec<Reject>, Option<RootGrowth>), EtlError> {
         loop {
             let fields = root.schema().await;
             let stored = stored_schema(&fields).unwrap_or_default();
@@ -340,18 +377,26 @@ impl Typed {
             // A schema read back counts its tables as existing; a family
             // that holds no row yet is still shaped by its first load.
             state.schema.set_exists(state.exists);
-            let made = self.shred(&mut state.schema, rows, encoded, fresh)?;
+            let before = ChildShape::of(&state.schema);
+            let (batch, refused) = self.shred(&mut state.schema, rows, encoded, fresh)?;
             if state.schema.generation() == state.committed {
-                return Ok(made);
+                return Ok((batch, refused, None));
             }
             let text = state.schema.to_json();
+            if before == ChildShape::of(&state.schema) {
+                let grows = RootGrowth {
+                    base: state.stored.clone(),
+                    text,
+                };
+                return Ok((batch, refused, Some(grows)));
+            }
             if root
                 .reshape(&table_fields(&state.schema, 0, Some(&text)))
                 .await?
             {
                 state.stored = text;
                 state.committed = state.schema.generation();
-                return Ok(made);
+                return Ok((batch, refused, None));
             }
         }
     }
@@ -416,6 +461,31 @@ pub(crate) fn read(
     })
 }
 
+/// A batch's growth of the resource's table alone, committed with its
+/// rows: the stored schema's text it was made on, and the text with what
+/// it adds.
+struct RootGrowth {
+    base: String,
+    text: String,
+}
+
+/// What a batch may change in the child tables: how many there are and
+/// how many columns each has. A batch that leaves it as it was grows the
+/// resource's table alone.
+#[derive(PartialEq, Eq)]
+struct ChildShape(Vec<usize>);
+
+impl ChildShape {
+    fn of(schema: &Schema) -> Self {
+        ChildShape(
+            schema.tables()[1..]
+                .iter()
+                .map(|t| t.columns().len())
+                .collect(),
+        )
+    }
+}
+
 /// Writes the data files of the rows of `part` that `table` lacks,
 /// not yet committed (`known`: as [`KeyedTable::append`] takes it).
 async fn stage(
@@ -433,14 +503,17 @@ async fn stage(
         .await
 }
 
-/// Commits the `staged` files of each table's `parts`, in order, and
-/// returns how many rows of the last (the resource's) were new. A
-/// failure leaves the tables after it untouched, their files deleted.
+/// Commits the `staged` files of each table's `parts`, in order, the
+/// resource's with the schema it `grows` from that text, and returns how
+/// many rows of the last (the resource's) were new (`None`: the schema
+/// moved from `grows` first, and its rows were not committed). A failure
+/// leaves the tables after it untouched, their files deleted.
 async fn commit_staged(
     tables: &[&KeyedTable],
     parts: Vec<(usize, TableBatch, Known)>,
     staged: Vec<Result<Option<Staged>, EtlError>>,
-) -> Result<usize, EtlError> {
+    grows: Option<&str>,
+) -> Result<Option<usize>, EtlError> {
     let mut failed = None;
     let mut ready = Vec::with_capacity(staged.len());
     for files in staged {
@@ -452,8 +525,8 @@ async fn commit_staged(
             }
         }
     }
-    let mut new = 0;
-    for ((table, (_, part, known)), files) in tables.iter().zip(parts).zip(ready) {
+    let mut new = Some(0);
+    for ((table, (at, part, known)), files) in tables.iter().zip(parts).zip(ready) {
         if failed.is_some() {
             table.discard(files).await;
             continue;
@@ -463,8 +536,16 @@ async fn commit_staged(
             fields,
             batch,
         } = part;
+        // The resource's table (the last) commits the schema it grows.
+        let grows = grows.filter(|_| at == 0);
         match table
-            .append(&keys, &fields, |fresh| rows_at(&batch, fresh), known, files)
+            .append(
+                &keys,
+                &fields,
+                |fresh| rows_at(&batch, fresh),
+                (known, files),
+                grows,
+            )
             .await
         {
             Ok(n) => new = n,

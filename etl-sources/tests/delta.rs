@@ -381,6 +381,72 @@ async fn a_held_cursor_of_unix_seconds_or_milliseconds_goes_back_as_that_number(
     );
 }
 
+/// The actions of each commit in `table`'s log, by version: `"metaData"`,
+/// `"add"`, `"txn"`, ...
+fn log_actions(table: &Path) -> Vec<Vec<String>> {
+    (0..=last_version(table))
+        .map(|v| {
+            let text =
+                std::fs::read_to_string(table.join(format!("_delta_log/{v:020}.json"))).unwrap();
+            text.lines()
+                .map(|l| {
+                    let action: Value = serde_json::from_str(l).unwrap();
+                    action.as_object().unwrap().keys().next().unwrap().clone()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A load that adds columns to a resource's table commits them with its
+/// rows: one version holding the `metaData` and the `add`s, never a
+/// version with the new columns and none of their rows. (A load that adds
+/// a column or table to a list's child table still commits the schema's
+/// text to the resource's table first: every writer must agree on a
+/// child's columns before its rows go in.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_adds_columns_commits_them_with_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("r");
+    let api = Api::new(Style::NextUrl, vec![serde_json::json!({"id": 1, "a": 1})]);
+    let server = api.clone().serve().await;
+    let file = dir.path().join("r.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"r\"\nurl = \"{}/items\"\nrecords = \"/data\"\nid = \"/id\"\n{}",
+            server.uri(),
+            Style::NextUrl.paginate()
+        ),
+    )
+    .unwrap();
+    let run = || {
+        let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
+        run.arg("run")
+            .arg(&file)
+            .arg("--out")
+            .arg(format!("delta:{}", table.display()));
+        run.output()
+    };
+    let first = run().await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", common::text(&first));
+    api.items
+        .lock()
+        .unwrap()
+        .push(serde_json::json!({"id": 2, "a": 2, "b": "new"}));
+    let second = run().await.unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", common::text(&second));
+    let log = log_actions(&table);
+    assert_eq!(log.len(), 3, "created, then one commit a load: {log:?}");
+    for (version, actions) in log.iter().enumerate().skip(1) {
+        let has = |a: &str| actions.iter().any(|x| x == a);
+        assert!(
+            has("metaData") && has("add"),
+            "version {version}: {actions:?}"
+        );
+    }
+}
+
 /// A run whose last commit makes a checkpoint due (each 100th version)
 /// ends once that checkpoint is written: the process's end cuts nothing
 /// off, and no thread of it reports a panic (delta-kernel's did, when the
