@@ -139,15 +139,12 @@ impl PostgresSink {
     /// `T`, so the tables of earlier releases load as before.
     pub async fn connect_as<T: Record>(url: &str, table: &str) -> Result<Self, EtlError> {
         let table = TableName::new(table)?;
-        let (conn, id_column) = session::within(DEFAULT_DEADLINE, async {
-            let conn = Session::open(url, DEFAULT_DEADLINE).await?;
-            let id_column = {
-                let mut guard = conn.lock().await;
-                table::prepare(guard.client().await?, &table, T::ID_COLUMN).await?
-            };
-            Ok((conn, id_column))
-        })
-        .await?;
+        let conn = Session::open(url, DEFAULT_DEADLINE).await?;
+        let id_column = {
+            let mut guard = conn.lock().await;
+            let client = session::within(DEFAULT_DEADLINE, guard.client()).await?;
+            table::prepare(client, &table, T::ID_COLUMN, DEFAULT_DEADLINE).await?
+        };
         Ok(PostgresSink {
             id_column: TableName::new(&id_column)?,
             table,

@@ -3,7 +3,7 @@
 use etl_core::EtlError;
 use tokio_postgres::Client;
 
-use crate::errors;
+use crate::{errors, session};
 
 /// A table name that is a plain SQL identifier: ASCII letters, digits and
 /// `_`, not starting with a digit, at most 63 bytes (PostgreSQL's limit).
@@ -71,10 +71,15 @@ impl TableName {
 /// all in one transaction under the same advisory lock as the creation, so
 /// any number of processes may open it at once and exactly one upgrades it.
 /// No key changes.
+///
+/// Each step runs under `deadline`, but for that upgrade: it reads every
+/// row once, so it has [`UPGRADE_DEADLINE`] (and the server's
+/// `statement_timeout` lifted for its transaction alone).
 pub async fn prepare(
     client: &Client,
     table: &TableName,
     id_column: &str,
+    deadline: std::time::Duration,
 ) -> Result<String, EtlError> {
     let id_column = TableName::new(id_column).map_err(|_| {
         EtlError::InvalidInput(format!(
@@ -82,10 +87,23 @@ pub async fn prepare(
         ))
     })?;
     let current = table.current().ok();
-    if let (true, Some(id)) = ready(client, table, current.as_ref()).await? {
-        return Ok(id);
+    let (ready, held) = session::within(deadline, ready(client, table, current.as_ref())).await?;
+    if let (true, Some(id)) = (ready, &held) {
+        return Ok(id.clone());
     }
-    locked(client, table, async {
+    let upgrading = held.is_some()
+        && !session::within(deadline, async {
+            has_updated_at(client, table)
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))
+        })
+        .await?;
+    let bound = if upgrading {
+        UPGRADE_DEADLINE
+    } else {
+        deadline
+    };
+    let made = locked(client, table, async {
         client
             .batch_execute(&format!(
                 "CREATE TABLE IF NOT EXISTS {} (
@@ -116,9 +134,13 @@ pub async fn prepare(
             }
         }
         Ok(id)
-    })
-    .await
+    });
+    session::within(bound, made).await
 }
+
+/// The deadline of the one-off upgrade of a table made by the first
+/// release: it reads the whole table (about 27 s at a million rows).
+pub const UPGRADE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The table's id column, of those a release has made (`$1`: the quoted
 /// table name).
@@ -183,7 +205,8 @@ async fn upgrade(
     let t = table.quoted();
     client
         .batch_execute(&format!(
-            r#"ALTER TABLE {t} ADD COLUMN updated_at timestamptz;
+            r#"SET LOCAL statement_timeout = 0;
+               ALTER TABLE {t} ADD COLUMN updated_at timestamptz;
                UPDATE {t} SET updated_at = (row -> 'Launches' ->> 'last_updated')::timestamptz
                 WHERE row -> 'Launches' ->> 'last_updated'
                       ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(\.[0-9]+)?(Z|\+00:00)$';
