@@ -25,6 +25,10 @@
 //!   `dlt[deltalake,postgres]==1.31.0` (`benches/dlt_rest_api.py`, 3 runs).
 //!   `ETL_BENCH_ETL_BIN` names another `etl` binary to run instead of this
 //!   build's (an earlier release, for before and after in one sitting).
+//!   `ETL_BENCH_SERVER=python` serves the pages from Python's own
+//!   `http.server` (a process of its own, the files written first) rather
+//!   than from a wiremock server in this process: the same server for
+//!   every contender either way.
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -482,6 +486,72 @@ async fn serve_issues() -> MockServer {
     server
 }
 
+/// The pages of [`serve_issues`] as files `DIR/p/N.json`, served by
+/// Python's standard `http.server` on a port of its own, killed when
+/// dropped.
+struct PythonServer {
+    child: std::process::Child,
+    first: String,
+}
+
+impl PythonServer {
+    fn start(dir: &Path) -> PythonServer {
+        let pages = dir.join("p");
+        std::fs::create_dir_all(&pages).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let base = format!("http://127.0.0.1:{port}/p");
+        let records = issues_in(0..RUN_RECORDS);
+        let last = RUN_RECORDS / RUN_PAGE;
+        for page in 1..=last {
+            let next = match page {
+                p if p == last => "null".to_owned(),
+                p => format!("\"{base}/{}.json\"", p + 1),
+            };
+            let results = records[(page - 1) * RUN_PAGE..page * RUN_PAGE].join(",");
+            std::fs::write(
+                pages.join(format!("{page}.json")),
+                format!("{{\"next\":{next},\"results\":[{results}]}}"),
+            )
+            .unwrap();
+        }
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 starts");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        PythonServer {
+            child,
+            first: format!("{base}/1.json"),
+        }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Mounts `records` on `server` at the path `at`, [`RUN_PAGE`] a page, as
 /// [`serve_issues`] serves them: the pages `ends` names are last (no next
 /// URL), so that a run from the page after one reads on to the next.
@@ -593,8 +663,22 @@ fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
 /// against `shape = "json"`, alternated, `n` of each; then dlt's
 /// `rest_api` over the same server into the same destination.
 fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
-    let server = rt.block_on(serve_issues());
-    let first = format!("{}/issues?page=1", server.uri());
+    // Held to the end: the server every contender reads.
+    let (first, _wiremock, _python) = match std::env::var("ETL_BENCH_SERVER").as_deref() {
+        Ok("python") => {
+            let python = PythonServer::start(&dir.join("served"));
+            (python.first.clone(), None, Some(python))
+        }
+        _ => {
+            let server = rt.block_on(serve_issues());
+            (
+                format!("{}/issues?page=1", server.uri()),
+                Some(server),
+                None,
+            )
+        }
+    };
+    println!("served from {first}");
     // The two pipeline files, the same but for the shape.
     let typed_file = next_url_pipeline(dir, "run-typed.toml", "issues", &first, "");
     let json_file = next_url_pipeline(dir, "run-json.toml", "issues", &first, "shape = \"json\"\n");
