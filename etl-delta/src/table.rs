@@ -75,7 +75,7 @@ pub(crate) struct Staged {
 /// How many races one append may lose before it gives up with a transient
 /// error (the caller's retry policy then decides): each loss means another
 /// writer's commit went in, so the table as a whole moves on.
-const MAX_RACES: usize = 64;
+pub(crate) const MAX_RACES: usize = 64;
 
 /// A table and the keys it holds.
 pub(crate) struct KeyedTable {

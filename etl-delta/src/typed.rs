@@ -238,7 +238,7 @@ impl Typed {
             return Ok((0, Vec::new()));
         }
         let records: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
-        loop {
+        for _ in 0..crate::table::MAX_RACES {
             let (batch, refused, grows) =
                 self.grow(root, &mut state, rows, encoded, &fresh).await?;
             // This writer wrote no child row of a record it finds new,
@@ -287,6 +287,11 @@ impl Typed {
                 }
             }
         }
+        Err(EtlError::Network(format!(
+            "Delta table {}: the schema moved under this load {} times in a row (other writers growing it)",
+            self.at.shown,
+            crate::table::MAX_RACES
+        )))
     }
 
     /// Commits a load's rows: the child tables' first, then the resource's
