@@ -28,7 +28,10 @@
 //!   `ETL_BENCH_SERVER=python` serves the pages from Python's own
 //!   `http.server` (a process of its own, the files written first) rather
 //!   than from a wiremock server in this process: the same server for
-//!   every contender either way.
+//!   every contender either way. `ETL_BENCH_SERVER=python-encoding`: the
+//!   same, but each page is decoded and encoded again with Python's `json`
+//!   as it is asked for, as an API that makes its pages does (the server
+//!   then takes CPU of its own on the same two cores).
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -486,8 +489,28 @@ async fn serve_issues() -> MockServer {
     server
 }
 
+/// A page server on Python's `http.server` that decodes and encodes each
+/// page file again as it is asked for (`python3 -c ENCODING PORT DIR`).
+const ENCODING: &str = r#"
+import http.server, json, os, sys
+port, root = int(sys.argv[1]), sys.argv[2]
+class Pages(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(os.path.join(root, self.path.lstrip("/"))) as f:
+            body = json.dumps(json.load(f)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Pages).serve_forever()
+"#;
+
 /// The pages of [`serve_issues`] as files `DIR/p/N.json`, served by
-/// Python's standard `http.server` on a port of its own, killed when
+/// Python's standard `http.server` on a port of its own (`encoding`: each
+/// page decoded and encoded again as it is asked for), killed when
 /// dropped.
 struct PythonServer {
     child: std::process::Child,
@@ -495,7 +518,7 @@ struct PythonServer {
 }
 
 impl PythonServer {
-    fn start(dir: &Path) -> PythonServer {
+    fn start(dir: &Path, encoding: bool) -> PythonServer {
         let pages = dir.join("p");
         std::fs::create_dir_all(&pages).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -518,16 +541,15 @@ impl PythonServer {
             )
             .unwrap();
         }
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-            ])
-            .arg(dir)
+        let mut command = Command::new("python3");
+        let port_arg = port.to_string();
+        if encoding {
+            command.args(["-c", ENCODING, &port_arg]).arg(dir);
+        } else {
+            let args = ["-m", "http.server", &port_arg, "--bind", "127.0.0.1"];
+            command.args(args).arg("--directory").arg(dir);
+        }
+        let child = command
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -665,8 +687,8 @@ fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
 fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
     // Held to the end: the server every contender reads.
     let (first, _wiremock, _python) = match std::env::var("ETL_BENCH_SERVER").as_deref() {
-        Ok("python") => {
-            let python = PythonServer::start(&dir.join("served"));
+        Ok(kind @ ("python" | "python-encoding")) => {
+            let python = PythonServer::start(&dir.join("served"), kind == "python-encoding");
             (python.first.clone(), None, Some(python))
         }
         _ => {
