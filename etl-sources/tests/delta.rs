@@ -315,6 +315,18 @@ async fn etl_demo_loads_records_into_a_delta_table() {
 }
 
 /// The newest version in the log of the table at `table`.
+/// `etl run FILE --out delta:TABLE`, its output captured.
+fn etl_run(file: &Path, table: &Path) -> Command {
+    let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
+    run.arg("run")
+        .arg(file)
+        .arg("--out")
+        .arg(format!("delta:{}", table.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    run
+}
+
 fn last_version(table: &Path) -> u64 {
     std::fs::read_dir(table.join("_delta_log"))
         .unwrap()
@@ -338,14 +350,7 @@ async fn a_frozen_tables_refusals_are_counted_and_the_run_exits_3() {
     let file = dir.path().join("items.toml");
     let freeze = "[schema]\ncontract = \"freeze\"\n";
     std::fs::write(&file, pipeline(&server.uri(), Style::NextUrl, freeze)).unwrap();
-    let run = || {
-        let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
-        run.arg("run")
-            .arg(&file)
-            .arg("--out")
-            .arg(format!("delta:{}", table.display()));
-        run.output()
-    };
+    let run = || etl_run(&file, &table).output();
     let first = run().await.unwrap();
     assert_eq!(first.status.code(), Some(0), "{}", common::text(&first));
     let version = last_version(&table);
@@ -420,14 +425,7 @@ async fn a_load_that_adds_columns_commits_them_with_its_rows() {
         ),
     )
     .unwrap();
-    let run = || {
-        let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
-        run.arg("run")
-            .arg(&file)
-            .arg("--out")
-            .arg(format!("delta:{}", table.display()));
-        run.output()
-    };
+    let run = || etl_run(&file, &table).output();
     let first = run().await.unwrap();
     assert_eq!(first.status.code(), Some(0), "{}", common::text(&first));
     api.items
@@ -462,13 +460,7 @@ async fn a_run_whose_last_commit_makes_a_checkpoint_due_writes_it_before_it_ends
     let server = api.clone().serve().await;
     let file = dir.path().join("items.toml");
     std::fs::write(&file, pipeline(&server.uri(), Style::NextUrl, "")).unwrap();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_etl"));
-    run.arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(format!("delta:{}", table.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut run = etl_run(&file, &table);
     finish(&mut run).await;
     // From here on, one commit a page of new items: as many as take the
     // table to version 99, whose commit makes the checkpoint due.
