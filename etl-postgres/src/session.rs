@@ -48,12 +48,14 @@ struct Backend {
     started: SystemTime,
 }
 
-/// A connection in use: the client, the task driving its socket, and its
-/// server session.
+/// A connection in use: the client, the task driving its socket, its
+/// server session, and the deadline (in milliseconds) its server-side
+/// timeouts were set for.
 struct Live {
     client: Client,
     task: AbortHandle,
     backend: Backend,
+    server_ms: u64,
 }
 
 /// The URL a sink (re)connects to, its deadline, and its connection, if
@@ -125,13 +127,24 @@ impl Guard<'_> {
             }
             *self.live = Some(fresh);
         }
-        self.live
-            .as_ref()
-            .map(|l| &l.client)
-            .ok_or_else(|| EtlError::Database {
-                sqlstate: None,
-                message: "no connection".into(),
-            })
+        let live = self.live.as_mut().ok_or_else(|| EtlError::Database {
+            sqlstate: None,
+            message: "no connection".into(),
+        })?;
+        // The deadline changed since the session opened (the sink's own,
+        // set after it connected): its server-side timeouts follow.
+        let want = millis(self.session.deadline());
+        if live.server_ms != want {
+            live.client
+                .batch_execute(&format!(
+                    "SET statement_timeout = {ms}; SET idle_in_transaction_session_timeout = {ms}",
+                    ms = server_ms(want)
+                ))
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            live.server_ms = want;
+        }
+        Ok(&live.client)
     }
 
     /// The error of a statement. One that means the connection is gone
@@ -212,6 +225,15 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+/// The server-side timeouts, in milliseconds, of a session whose client
+/// deadline is `deadline_ms`: a little past it, and within what the
+/// server takes (an `int` of milliseconds).
+fn server_ms(deadline_ms: u64) -> u64 {
+    deadline_ms
+        .saturating_add(millis(SERVER_GRACE))
+        .min(i32::MAX as u64)
+}
+
 /// Opens a connection whose server session ends by itself a little past
 /// `deadline` in a transaction or a statement, drives it on a task of its
 /// own, and reads its session's id.
@@ -221,7 +243,7 @@ async fn connect(url: &str, deadline: Duration) -> Result<Live, EtlError> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| EtlError::InvalidInput(format!("PostgreSQL URL: {e}")))?;
-    let server = millis(deadline + SERVER_GRACE);
+    let server = server_ms(millis(deadline));
     let ours =
         format!("-c idle_in_transaction_session_timeout={server} -c statement_timeout={server}");
     let options = match config.get_options() {
@@ -263,6 +285,7 @@ async fn connect(url: &str, deadline: Duration) -> Result<Live, EtlError> {
         client,
         task,
         backend,
+        server_ms: millis(deadline),
     })
 }
 
