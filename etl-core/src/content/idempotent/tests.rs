@@ -322,7 +322,7 @@ async fn a_large_batch_with_an_unserialisable_row_marks_nothing() {
     assert_eq!(sink.inner().0.load(Ordering::SeqCst), 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_or_cancelled_large_write_gives_its_keys_back() {
     let rows = big_batch(1200);
     let sink = IdempotentSink::new(Recorder::scripted([Step::Fail, Step::Hang]));
