@@ -75,12 +75,12 @@ impl ColumnType {
         }
     }
 
-    /// Bytes a value of this type takes in a row when it has a fixed width
-    /// (what counts against PostgreSQL's 8 KB page); 0 for text and json,
-    /// which are stored out of line when large.
     /// The widest [`ColumnType::fixed_width`].
     pub(crate) const WIDEST: usize = 8;
 
+    /// Bytes a value of this type takes in a row when it has a fixed width
+    /// (what counts against PostgreSQL's 8 KB page); 0 for text and json,
+    /// which are stored out of line when large.
     pub(crate) fn fixed_width(self) -> usize {
         match self {
             ColumnType::Bool => 1,
