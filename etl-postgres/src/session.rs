@@ -154,9 +154,10 @@ impl Guard<'_> {
     /// enough.
     pub(crate) fn error(&mut self, e: tokio_postgres::Error) -> EtlError {
         let error = errors::from_pg_plain(&e);
-        if error.connection_lost() || e.is_closed() {
+        if e.is_closed() {
             *self.live = None;
         }
+        self.lost_if(&error);
         error
     }
 
@@ -211,12 +212,14 @@ fn silent(deadline: Duration) -> EtlError {
     }
 }
 
-/// `connecting` under `deadline`.
+/// `op` under `deadline`, past it the error of a connection given up on.
+/// For the steps of opening a sink, whose connection is dropped with the
+/// sink when they fail ([`Guard::settle`] gives up on a sink's own).
 pub(crate) async fn within<T>(
     deadline: Duration,
-    connecting: impl std::future::Future<Output = Result<T, EtlError>>,
+    op: impl std::future::Future<Output = Result<T, EtlError>>,
 ) -> Result<T, EtlError> {
-    tokio::time::timeout(deadline, connecting)
+    tokio::time::timeout(deadline, op)
         .await
         .unwrap_or_else(|_| Err(silent(deadline)))
 }

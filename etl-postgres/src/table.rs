@@ -140,7 +140,7 @@ pub async fn prepare(
 
 /// The deadline of the one-off upgrade of a table made by the first
 /// release: it reads the whole table (about 27 s at a million rows).
-pub const UPGRADE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const UPGRADE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The table's id column, of those a release has made (`$1`: the quoted
 /// table name).
