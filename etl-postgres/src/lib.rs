@@ -361,9 +361,14 @@ impl PostgresSink {
     /// what a source reads the form of its records' update time from. One
     /// look into the column's index.
     pub async fn newest_record(&self) -> Result<Option<String>, EtlError> {
+        // The typed shape keeps the record's text as is; the JSON shape's
+        // jsonb is written out as text.
+        let row = match self.typed {
+            Some(_) => "\"_etl_row\"",
+            None => "row::text",
+        };
         let sql = format!(
-            "SELECT {row}::text FROM {t} WHERE {at} IS NOT NULL ORDER BY {at} DESC LIMIT 1",
-            row = self.row_json(),
+            "SELECT {row} FROM {t} WHERE {at} IS NOT NULL ORDER BY {at} DESC LIMIT 1",
             t = self.table.quoted(),
             at = self.updated_column(),
         );
