@@ -263,7 +263,8 @@ impl Typed {
                     for k in &records {
                         state.unfinished.remove(*k);
                     }
-                    if let Some(grows) = grows {
+                    // Committed with the rows, if there were any new.
+                    if let Some(grows) = grows.filter(|_| new > 0) {
                         state.stored = grows.text;
                         state.committed = state.schema.generation();
                     }
@@ -374,7 +375,12 @@ impl Typed {
         loop {
             let fields = root.schema().await;
             let stored = stored_schema(&fields).unwrap_or_default();
-            if stored != state.stored {
+            // The schema a batch is made on is the one the table holds:
+            // read again when another writer moved it, or when this one
+            // holds growth no commit took (a load that failed, or whose
+            // records were all another writer's), which would otherwise
+            // be taken for this batch's own.
+            if stored != state.stored || state.schema.generation() != state.committed {
                 state.schema = read(stored, &self.options, &self.at)?;
                 state.stored = stored.to_owned();
                 state.committed = state.schema.generation();
