@@ -15,9 +15,11 @@ use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
+use deltalake::parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
 use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::bloom_filter::Sbbf;
+use deltalake::parquet::file::metadata::PageIndexPolicy;
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::{ObjectStore, Path};
@@ -321,6 +323,74 @@ pub(crate) async fn read_text_and_time(
     Ok(rows)
 }
 
+/// The `text` column of the row whose `time` column (a timestamp) is the
+/// file's greatest, the first of equals; `None` when no row has a time.
+/// The times are read first, then that one row of the text: a large file
+/// (a compacted one) costs its time column and the text's page holding
+/// the row, not its whole text column.
+pub(crate) async fn text_of_newest(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    (text, time): (&str, &str),
+    location: &str,
+) -> Result<Option<String>, EtlError> {
+    let fail = |e| from_parquet(e, file.path.as_ref(), location);
+    let not_a = |what: &str, e: &dyn std::fmt::Display| {
+        EtlError::InvalidInput(format!(
+            "Delta table {location}: `{what}` of {} does not read: {e}",
+            file.path
+        ))
+    };
+    let builder = open_file(store, file, location).await?;
+    let mask = ProjectionMask::leaves(
+        builder.parquet_schema(),
+        [key_leaf(&builder, time, file, location)?],
+    );
+    let mut stream = builder.with_projection(mask).build().map_err(fail)?;
+    let (mut newest, mut row) = (None::<(i64, usize)>, 0);
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(fail)?;
+        let times = cast(batch.column(0), &ArrowType::Int64).map_err(|e| not_a(time, &e))?;
+        let times = times.as_primitive::<deltalake::arrow::datatypes::Int64Type>();
+        for i in (0..batch.num_rows()).filter(|&i| times.is_valid(i)) {
+            if newest.is_none_or(|(at, _)| times.value(i) > at) {
+                newest = Some((times.value(i), row + i));
+            }
+        }
+        row += batch.num_rows();
+    }
+    let Some((_, row)) = newest else {
+        return Ok(None);
+    };
+    // The offset index (where a file has one: our writer's do) lets the
+    // selection skip the pages before the row.
+    let reader =
+        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
+    let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
+        .await
+        .map_err(fail)?;
+    let mask = ProjectionMask::leaves(
+        builder.parquet_schema(),
+        [key_leaf(&builder, text, file, location)?],
+    );
+    let one = RowSelection::from(vec![RowSelector::skip(row), RowSelector::select(1)]);
+    let mut stream = builder
+        .with_projection(mask)
+        .with_row_selection(one)
+        .build()
+        .map_err(fail)?;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(fail)?;
+        if batch.num_rows() > 0 {
+            let texts = cast(batch.column(0), &ArrowType::Utf8).map_err(|e| not_a(text, &e))?;
+            let texts = texts.as_string::<i32>();
+            return Ok(texts.is_valid(0).then(|| texts.value(0).to_owned()));
+        }
+    }
+    Ok(None)
+}
+
 /// The keys stored in one row group of a file (`None`: every row group).
 async fn read_keys(
     store: &Arc<dyn ObjectStore>,
@@ -398,5 +468,90 @@ mod tests {
         assert!(key.dictionary_page_offset().is_none(), "no dictionary");
         assert!(text.statistics().is_none(), "no least and greatest text");
         assert!(text.dictionary_page_offset().is_none(), "no dictionary");
+    }
+
+    #[tokio::test]
+    async fn the_text_of_the_newest_row_is_read_alone_across_pages_and_batches() {
+        use deltalake::arrow::array::TimestampMicrosecondArray;
+        use deltalake::logstore::object_store::memory::InMemory;
+        use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload};
+
+        // Pages of 100 rows, read in batches of 1,024: the newest row is
+        // far from the first page and the first batch, between nulls and
+        // an equal time later on.
+        let n = 5_000;
+        let times: Vec<Option<i64>> = (0..n)
+            .map(|i| match i {
+                3_333 | 4_000 => Some(1_000_000),
+                i if i % 7 == 0 => None,
+                i => Some(i as i64),
+            })
+            .collect();
+        let texts: Vec<String> = (0..n).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("row", ArrowType::Utf8, false),
+            Field::new(
+                "at",
+                ArrowType::Timestamp(deltalake::arrow::datatypes::TimeUnit::Microsecond, None),
+                true,
+            ),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(texts)),
+                Arc::new(TimestampMicrosecondArray::from(times)),
+            ],
+        )
+        .unwrap();
+        let properties = WriterProperties::builder()
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("f.parquet");
+        let size = bytes.len() as u64;
+        store.put(&path, PutPayload::from(bytes)).await.unwrap();
+        let file = DataFile { path, size };
+        let newest = text_of_newest(&store, &file, ("row", "at"), "t")
+            .await
+            .unwrap();
+        assert_eq!(
+            newest.as_deref(),
+            Some(r#"{"n":3333}"#),
+            "the first of equals"
+        );
+
+        let none: Vec<Option<i64>> = vec![None; 3];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("row", ArrowType::Utf8, false),
+            Field::new("at", ArrowType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "c"])),
+                Arc::new(deltalake::arrow::array::Int64Array::from(none)),
+            ],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let path = Path::from("none.parquet");
+        let size = bytes.len() as u64;
+        store.put(&path, PutPayload::from(bytes)).await.unwrap();
+        let file = DataFile { path, size };
+        assert_eq!(
+            text_of_newest(&store, &file, ("row", "at"), "t")
+                .await
+                .unwrap(),
+            None
+        );
     }
 }

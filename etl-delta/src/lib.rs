@@ -278,8 +278,8 @@ impl DeltaSink {
     /// The stored record (its JSON text) of the newest `updated_at`
     /// ([`DeltaSink::newest_updated_at`]), `None` when no row has one: what
     /// a source reads the form of its records' update time from. Reads the
-    /// record and update time columns of the one file whose statistics
-    /// hold that time.
+    /// update time column of the one file whose statistics hold that time,
+    /// then the one record of it.
     pub async fn newest_record(&self) -> Result<Option<String>, EtlError> {
         let newest = self
             .rows
@@ -301,18 +301,13 @@ impl DeltaSink {
             return Ok(None);
         };
         let store = self.rows.store().await;
-        let rows = keys::read_text_and_time(
+        keys::text_of_newest(
             &store,
             &file,
             (self.row_column(), self.updated_column()),
             self.location(),
         )
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(row, at)| Some((at?, row)))
-            .max_by_key(|(at, _)| *at)
-            .map(|(_, row)| row))
+        .await
     }
 
     /// For each value of the rows' top-level member `member` (a child
