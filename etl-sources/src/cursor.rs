@@ -6,7 +6,7 @@ use etl_core::EtlError;
 use memchr::memmem;
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::SystemTime;
@@ -66,11 +66,14 @@ pub(crate) fn jsonl_newest(
     // line, and a source that parses checks what it parses.
     let mut line = Vec::new();
     let mut newest: Option<(Option<SystemTime>, String)> = None;
-    // The newest line's bytes, copied only when a newer one is met.
-    let mut record = Vec::new();
+    // Where the newest line starts: read again once the scan is done,
+    // rather than copied each time a newer one is met (in a file written
+    // in time order, that is every line).
+    let (mut at, mut newest_at) = (0u64, 0u64);
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        let read = reader.read_until(b'\n', &mut line)?;
+        if read == 0 {
             break;
         }
         let Some(row) = line.strip_suffix(b"\n") else {
@@ -78,14 +81,21 @@ pub(crate) fn jsonl_newest(
         };
         if let Some(stamp) = updated_at(row) {
             if newest.as_ref().is_none_or(|n| newer(&stamp, n)) {
-                let at = humantime::parse_rfc3339(&stamp).ok();
-                newest = Some((at, stamp.into_owned()));
-                record.clear();
-                record.extend_from_slice(row);
+                let parsed = humantime::parse_rfc3339(&stamp).ok();
+                newest = Some((parsed, stamp.into_owned()));
+                newest_at = at;
             }
         }
+        at += read as u64;
     }
-    Ok(newest.map(|(_, text)| (text, String::from_utf8_lossy(&record).into_owned())))
+    let Some((_, cursor)) = newest else {
+        return Ok(None);
+    };
+    reader.seek(SeekFrom::Start(newest_at))?;
+    line.clear();
+    reader.read_until(b'\n', &mut line)?;
+    let record = line.strip_suffix(b"\n").unwrap_or(&line);
+    Ok(Some((cursor, String::from_utf8_lossy(record).into_owned())))
 }
 
 /// Whether the update time `stamp` is newer than `than` (an empty `than`:
@@ -158,6 +168,13 @@ mod tests {
         assert_eq!(
             jsonl_cursor(&path, launch_updated_at).unwrap().as_deref(),
             Some("2026-03-01T00:00:00Z")
+        );
+        // The line it came from, whole: neither a later torn one nor an
+        // older one before it.
+        let (_, line) = jsonl_newest(&path, launch_updated_at).unwrap().unwrap();
+        assert_eq!(
+            line,
+            r#"{"Launches":{"id":"c","last_updated":"2026-03-01T00:00:00Z"}}"#
         );
     }
 
