@@ -492,8 +492,6 @@ impl<D: Decode> Source for RestSource<D> {
         self.fetcher.throttle.in_flight()
     }
 
-    /// Requests carry `[incremental].param=<cursor>` and
-    /// `[incremental].params` from the first page on.
     /// A number at `updated_at` in the held record: the cursor goes back
     /// as Unix seconds ([`UpdatedAt`] without `updated_at_unit`).
     fn held_record(&mut self, record: &str) {
@@ -502,6 +500,8 @@ impl<D: Decode> Source for RestSource<D> {
         }
     }
 
+    /// Requests carry `[incremental].param=<cursor>` and
+    /// `[incremental].params` from the first page on.
     fn read_since(&mut self, cursor: Option<&str>) -> Result<(), EtlError> {
         crate::source::before_first_page(self.pages)?;
         let incremental = self

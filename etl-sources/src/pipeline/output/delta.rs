@@ -37,8 +37,8 @@ impl Store for DeltaSink {
         self.newest_updated_at().boxed()
     }
 
-    /// A read of the record and update time columns of the file whose
-    /// statistics hold the newest `updated_at`.
+    /// The update time column of the file whose statistics hold the
+    /// newest `updated_at`, then that one row's record.
     fn newest_record(&self) -> RecordFuture<'_> {
         DeltaSink::newest_record(self).boxed()
     }
