@@ -294,12 +294,7 @@ pub(crate) async fn read_text_and_time(
     let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
     let fail = |e| from_parquet(e, file.path.as_ref(), location);
     let mut stream = builder.with_projection(mask).build().map_err(fail)?;
-    let not_a = |what: &str, e: &dyn std::fmt::Display| {
-        EtlError::InvalidInput(format!(
-            "Delta table {location}: `{what}` of {} does not read: {e}",
-            file.path
-        ))
-    };
+    let not_a = |what: &str, e: &dyn std::fmt::Display| unreadable(location, file, what, e);
     let mut rows = Vec::new();
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(fail)?;
@@ -335,12 +330,7 @@ pub(crate) async fn text_of_newest(
     location: &str,
 ) -> Result<Option<String>, EtlError> {
     let fail = |e| from_parquet(e, file.path.as_ref(), location);
-    let not_a = |what: &str, e: &dyn std::fmt::Display| {
-        EtlError::InvalidInput(format!(
-            "Delta table {location}: `{what}` of {} does not read: {e}",
-            file.path
-        ))
-    };
+    let not_a = |what: &str, e: &dyn std::fmt::Display| unreadable(location, file, what, e);
     let builder = open_file(store, file, location).await?;
     let mask = ProjectionMask::leaves(
         builder.parquet_schema(),
@@ -389,6 +379,14 @@ pub(crate) async fn text_of_newest(
         }
     }
     Ok(None)
+}
+
+/// The error of a column `what` of `file` that does not read as its type.
+fn unreadable(location: &str, file: &DataFile, what: &str, e: &dyn std::fmt::Display) -> EtlError {
+    EtlError::InvalidInput(format!(
+        "Delta table {location}: `{what}` of {} does not read: {e}",
+        file.path
+    ))
 }
 
 /// The keys stored in one row group of a file (`None`: every row group).
