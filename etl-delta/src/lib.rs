@@ -485,7 +485,7 @@ impl CanonicalSink for DeltaSink {
                     )
                 },
                 (table::Known::Nothing, None),
-                None,
+                table::Basis::Any,
             )
             .await
             .map(|new| Written::from(new.unwrap_or_default()))
@@ -520,7 +520,7 @@ impl RejectSink for DeltaSink {
                     )
                 },
                 (table::Known::Nothing, None),
-                None,
+                table::Basis::Any,
             )
             .await?
             .unwrap_or_default();

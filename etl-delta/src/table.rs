@@ -61,6 +61,39 @@ pub(crate) enum Known {
     NeverWritten,
 }
 
+/// What a typed batch was made on, checked before each attempt to commit
+/// it ([`KeyedTable::append`]): a batch made on columns the table no
+/// longer agrees with is not committed, and its caller makes it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Basis<'a> {
+    /// Nothing to check: the table is not typed, or the batch adds no
+    /// column to a resource's table.
+    Any,
+    /// The family's schema text the resource's table held when the batch
+    /// was made, which the batch grows (its fields hold the new text):
+    /// committed only while the table still holds it.
+    Text(&'a str),
+    /// A child table's batch, made on the columns the family's schema
+    /// gives it: committed only while each of them the table holds is as
+    /// the table holds it ([`crate::typed::disagrees`]). The columns it
+    /// adds go in the commit of its rows, or alone where it has no row of
+    /// its own (the schema text that will list them never names a column
+    /// its table lacks).
+    Columns,
+}
+
+impl Basis<'_> {
+    /// Whether the table, of the schema `have`, no longer agrees with a
+    /// batch of the columns `fields` made on this basis.
+    fn moved(self, have: &StructType, fields: &[StructField]) -> bool {
+        match self {
+            Basis::Any => false,
+            Basis::Text(base) => crate::typed::stored_schema(have) != Some(base),
+            Basis::Columns => crate::typed::disagrees(have, fields),
+        }
+    }
+}
+
 /// Data files written for the entries of an append before its commit
 /// ([`KeyedTable::stage`]), so that the files of several tables are
 /// written at once and committed one after another.
@@ -195,20 +228,17 @@ impl KeyedTable {
     /// A checkpoint this commit makes due is written beside the caller's
     /// next work; the table's next append waits for it before its commit.
     ///
-    /// `grows`: the typed schema text the batch was made on, for the
-    /// resource's table of a typed family when the batch grows the schema
-    /// (`fields` then holds the new text in `_etl_row`'s metadata): the
-    /// commit carries the new schema with the rows, as one version, and
-    /// answers `None`, committing nothing, once the table's schema is no
-    /// longer the one the batch was made on (another writer grew it): the
-    /// caller makes the batch again on the new one. `None` otherwise.
+    /// `basis`: what a typed batch was made on ([`Basis`]). The commit
+    /// answers `None`, committing nothing, once the table no longer
+    /// agrees with it (another writer grew it): the caller makes the
+    /// batch again.
     pub async fn append(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
         (known, ahead): (Known, Option<Staged>),
-        grows: Option<&str>,
+        basis: Basis<'_>,
     ) -> Result<Option<usize>, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
@@ -220,14 +250,19 @@ impl KeyedTable {
         // which costs a look at the log only when it happens.
         for _ in 0..MAX_RACES {
             let store = state.table.object_store();
-            if grows.is_some_and(|base| crate::typed::stored_schema(&state.schema) != Some(base)) {
+            if basis.moved(&state.schema, fields) {
                 discard(&store, staged.take()).await;
                 return Ok(None);
             }
             let fresh = state
                 .still_new(&self.columns, keys, known, staged.as_ref(), shown)
                 .await?;
-            if fresh.is_empty() {
+            let replace = matches!(basis, Basis::Text(_));
+            let columns_alone = basis == Basis::Columns
+                && grown(&state.schema, fields, false)
+                    .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?
+                    .is_some();
+            if fresh.is_empty() && !columns_alone {
                 discard(&store, staged.take()).await;
                 return Ok(Some(0));
             }
@@ -236,7 +271,7 @@ impl KeyedTable {
                     &fresh,
                     staged.take(),
                     (fields, &build),
-                    (&self.columns, grows.is_some()),
+                    (&self.columns, replace),
                     shown,
                 )
                 .await?;
@@ -279,16 +314,21 @@ impl KeyedTable {
     /// committing them: the append then commits them as they are, unless
     /// the table moved on and other entries are new by then. The files
     /// are encoded on a task of their own, so the files of several tables
-    /// are written at once. `None` when every entry is held.
+    /// are written at once. `None` when every entry is held, or when the
+    /// table no longer agrees with the batch's `basis` (the append then
+    /// answers so).
     pub async fn stage(
         &self,
         keys: &[String],
         fields: &[StructField],
         build: impl Fn(&[usize]) -> Result<RecordBatch, ArrowError>,
-        known: Known,
+        (known, basis): (Known, Basis<'_>),
     ) -> Result<Option<Staged>, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
+        if basis.moved(&state.schema, fields) {
+            return Ok(None);
+        }
         let fresh = state
             .still_new(&self.columns, keys, known, None, shown)
             .await?;
@@ -331,34 +371,6 @@ impl KeyedTable {
     /// The table's schema as this writer last read or wrote it.
     pub async fn schema(&self) -> StructType {
         self.state.lock().await.schema.clone()
-    }
-
-    /// Commits `fields` as the table's schema, with no rows: a field of
-    /// `fields` replaces the table's of its name (its metadata, say), and
-    /// no field of the table is dropped. `Ok(false)` when another writer
-    /// committed first: the schema is then read again
-    /// ([`KeyedTable::schema`]), and the caller decides anew.
-    pub async fn reshape(&self, fields: &[StructField]) -> Result<bool, EtlError> {
-        let shown = self.shown();
-        let mut state = self.state.lock().await;
-        let Some(schema) = grown(&state.schema, fields, true)
-            .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?
-        else {
-            return Ok(true);
-        };
-        let metadata = state
-            .metadata
-            .clone()
-            .with_schema(&schema)
-            .map_err(|e| from_delta(e.into(), "changing the schema", shown))?;
-        match state.commit(&[], Some(metadata)).await {
-            Ok(()) => Ok(true),
-            Err(e) if lost_race(&e) => {
-                state.catch_up(&self.columns, shown).await?;
-                Ok(false)
-            }
-            Err(e) => Err(from_delta(e, "changing the schema", shown)),
-        }
     }
 
     /// Waits for the checkpoint this table's last commit made due, if one
@@ -548,6 +560,11 @@ impl State {
         let grown = grown(&self.schema, fields, replace)
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
         let adds = match staged {
+            // Columns alone: no row to write.
+            earlier if fresh.is_empty() => {
+                discard(&self.table.object_store(), earlier).await;
+                Vec::new()
+            }
             Some(Staged { entries, adds, .. }) if entries == fresh => adds,
             earlier => {
                 discard(&self.table.object_store(), earlier).await;

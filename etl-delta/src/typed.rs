@@ -3,23 +3,30 @@
 //! resource's table (etl-core's `content::typed` says how records become
 //! rows; this says how they reach the tables).
 //!
-//! The resource's table is where the family's schema changes are decided:
-//! a load whose records add columns or tables first commits the grown
-//! schema there (a metaData action; the schema as `Schema::to_json`
-//! writes it, in the field metadata of `_etl_row`). Of two writers growing
-//! it at once, one wins the version; the other reads the winner's schema,
-//! makes its rows again on it, and commits what is still new. So every
-//! column has one name and one type in every table of the family, and a
-//! child table's new columns go in the same commit as its rows. Child
-//! tables commit before the resource's table: a record's row is only ever
-//! in the table once all its child rows are.
+//! A load is one commit a table, each holding its rows and the columns
+//! they add: the child tables' first, the deepest first, then the
+//! resource's, whose commit also carries the family's schema text (in the
+//! field metadata of `_etl_row`, as `Schema::to_json` writes it). So a
+//! record's row is only ever in once all its child rows are, and a reader
+//! never sees a version with columns but not their rows.
+//!
+//! Every table decides its own columns: a commit goes in only while the
+//! table agrees with the batch (a child table: each column the batch and
+//! the table both hold has one name, type and path, [`disagrees`]; the
+//! resource's table: the schema text is the one the batch was made on).
+//! A writer that loses reads the schema text again, takes in what the
+//! child tables it has open hold beyond it (another writer's columns whose
+//! text is not in yet, or never will be: it was killed between its
+//! commits), and makes its rows again. So every column has one name and
+//! one type in every table of the family, and the text never names a
+//! column its table lacks.
 
 use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::{DataType, MetadataValue, StructField, StructType};
 use etl_core::content::typed::{
-    loader, update_micros, ColumnType, Schema, SchemaOptions, ShredError,
+    loader, update_micros, Column, ColumnType, Schema, SchemaOptions, ShredError,
 };
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
@@ -33,7 +40,7 @@ use crate::builders::{Builders, TableBatch};
 use crate::columns::{micros, Columns};
 use crate::errors::from_arrow;
 use crate::location::Location;
-use crate::table::{KeyedTable, Known, Staged};
+use crate::table::{Basis, KeyedTable, Known, Staged};
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
 /// the family's schema.
@@ -45,6 +52,12 @@ const PATH_KEY: &str = "etl.path";
 const TYPE_KEY: &str = "etl.type";
 /// The field metadata key of a data column's hint.
 const HINT_KEY: &str = "etl.hint";
+/// The field metadata keys of a child table's `_etl_parent_key`: the
+/// name of the table whose rows hold its list, and the list's path there.
+/// What the table is, for a writer that finds it made by another before
+/// the schema text lists it.
+const PARENT_KEY: &str = "etl.parent";
+const LIST_KEY: &str = "etl.list";
 
 /// A typed table family: the child tables opened so far and the schema
 /// this process last read or committed. The resource's table is the
@@ -53,6 +66,10 @@ pub(crate) struct Typed {
     at: Location,
     options: SchemaOptions,
     state: Mutex<State>,
+    /// A test's writer that stops as if killed between its commits: the
+    /// child tables' go in, the resource's never comes.
+    #[cfg(test)]
+    killed_before_root: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Typed {
@@ -124,7 +141,16 @@ pub(crate) fn table_fields(schema: &Schema, at: usize, stored: Option<&str>) -> 
     let table = &schema.tables()[at];
     let mut fields = match table.parent() {
         None => record_fields(),
-        Some(_) => child_fields(),
+        Some(parent) => child_fields()
+            .into_iter()
+            .map(|f| match f.name() == loader::PARENT_KEY {
+                true => f.with_metadata([
+                    (PARENT_KEY, schema.tables()[parent].name()),
+                    (LIST_KEY, table.path()),
+                ]),
+                false => f,
+            })
+            .collect(),
     };
     if let (None, Some(stored)) = (table.parent(), stored) {
         for field in &mut fields {
@@ -148,10 +174,50 @@ pub(crate) fn table_fields(schema: &Schema, at: usize, stored: Option<&str>) -> 
 
 /// The family's schema as the resource's table holds it, if it does.
 pub(crate) fn stored_schema(fields: &StructType) -> Option<&str> {
-    match fields.field(loader::ROW)?.metadata().get(SCHEMA_KEY)? {
+    meta(fields.field(loader::ROW)?, SCHEMA_KEY)
+}
+
+/// The text of `field`'s metadata at `key`, if it has one.
+fn meta<'f>(field: &'f StructField, key: &str) -> Option<&'f str> {
+    match field.metadata().get(key)? {
         MetadataValue::String(text) => Some(text),
         _ => None,
     }
+}
+
+/// Whether a child table's batch, of the columns `fields`, was made on
+/// other columns than the table holds (`have`): one they both hold with
+/// another type or path, a member the table holds under another name, or
+/// another list under the table's name. Another writer grew the table
+/// first, and the batch must be made again on what it holds.
+pub(crate) fn disagrees(have: &StructType, fields: &[StructField]) -> bool {
+    let differs = |a: &StructField, b: &StructField, key: &str| matches!((meta(a, key), meta(b, key)), (Some(x), Some(y)) if x != y);
+    let named: HashMap<&str, &str> = have
+        .fields()
+        .filter_map(|f| Some((meta(f, PATH_KEY)?, f.name().as_str())))
+        .collect();
+    fields.iter().any(|field| {
+        let clash = have.field(field.name()).is_some_and(|held| {
+            held.data_type() != field.data_type()
+                || [PATH_KEY, TYPE_KEY, PARENT_KEY, LIST_KEY]
+                    .iter()
+                    .any(|key| differs(held, field, key))
+        });
+        let renamed = meta(field, PATH_KEY)
+            .and_then(|path| named.get(path))
+            .is_some_and(|name| *name != field.name());
+        clash || renamed
+    })
+}
+
+/// The data column a child table's `field` is, from its metadata.
+fn held_column(field: &StructField) -> Option<Column> {
+    Some(Column {
+        name: field.name().clone(),
+        column_type: meta(field, TYPE_KEY)?.parse().ok()?,
+        path: meta(field, PATH_KEY)?.to_owned(),
+        hint: meta(field, HINT_KEY).and_then(|h| h.parse().ok()),
+    })
 }
 
 /// Where a table's child table is: beside it, its name's part past the
@@ -204,6 +270,8 @@ impl Typed {
             at,
             options,
             state: Mutex::new(state),
+            #[cfg(test)]
+            killed_before_root: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -272,13 +340,15 @@ impl Typed {
                     state.schema.set_exists(true);
                     return Ok((new, refused));
                 }
-                // Another writer grew the schema first: the batch is made
-                // again on the schema it committed (its child rows, in,
-                // are found held).
+                // Another writer grew a table first: the batch is made
+                // again on what the tables hold (its child rows, in, are
+                // found held). The schema is read again, whatever text
+                // the resource's table holds.
                 Ok(None) => {
                     state
                         .unfinished
                         .extend(records.iter().map(|k| k.to_string()));
+                    state.stored.clear();
                 }
                 Err(e) => {
                     state
@@ -298,8 +368,9 @@ impl Typed {
     /// Commits a load's rows: the child tables' first, then the resource's
     /// (`known`: the version its records were found new at, and what is
     /// known of their child rows), with the schema they grow where `grows`
-    /// says (`None`: the schema moved under it first, and the resource's
-    /// rows were not committed). Returns how many records were new.
+    /// says. Returns how many records were new (`None`: a table another
+    /// writer grew first no longer agreed with the batch, and the tables
+    /// from it on were not committed).
     ///
     /// Every table's data files are written at once (each on a task of its
     /// own), then committed one table after another, the deepest first: a
@@ -344,26 +415,32 @@ impl Typed {
                 _ => &state.children[state.schema.tables()[at].name()],
             })
             .collect();
+        let base = grows.map(|g| g.base.as_str());
         let staged = join_all(
             parts
                 .iter()
                 .zip(&tables)
-                .map(|((_, part, known), table)| stage(table, part, *known)),
+                .map(|((at, part, known), table)| stage(table, part, (*known, basis(*at, base)))),
         )
         .await;
-        commit_staged(&tables, parts, staged, grows.map(|g| g.base.as_str())).await
+        #[cfg(test)]
+        if self
+            .killed_before_root
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let (mut parts, mut staged, last) = (parts, staged, tables.len() - 1);
+            parts.pop();
+            root.discard(staged.pop().and_then(Result::ok).flatten())
+                .await;
+            commit_staged(&tables[..last], parts, staged, None).await?;
+            return Err(EtlError::Io(std::io::Error::other("killed")));
+        }
+        commit_staged(&tables, parts, staged, base).await
     }
 
-    /// Makes the batch's rows on the schema the resource's table holds.
-    ///
-    /// Where they grow the resource's table alone, the new schema is
-    /// committed with its rows ([`RootGrowth`], one version). Where they
-    /// grow a child table (a column, or a new table), the schema is
-    /// committed to the resource's table first, with no rows: the child
-    /// tables' rows are committed before the resource's, under names and
-    /// types every writer must agree on before any of them is in. A
-    /// writer that loses that commit to another reads the schema the
-    /// winner committed and makes the rows again.
+    /// Makes the batch's rows on the schema the resource's table holds,
+    /// with what the open child tables hold beyond it taken in, and the
+    /// growth to commit with them, if any ([`RootGrowth`]).
     async fn grow<T: Record>(
         &self,
         root: &KeyedTable,
@@ -372,44 +449,89 @@ impl Typed {
         encoded: &[KeyedJson],
         fresh: &[usize],
     ) -> Result<(Builders, Vec<Reject>, Option<RootGrowth>), EtlError> {
-        loop {
-            let fields = root.schema().await;
-            let stored = stored_schema(&fields).unwrap_or_default();
-            // The schema a batch is made on is the one the table holds:
-            // read again when another writer moved it, or when this one
-            // holds growth no commit took (a load that failed, or whose
-            // records were all another writer's), which would otherwise
-            // be taken for this batch's own.
-            if stored != state.stored || state.schema.generation() != state.committed {
-                state.schema = read(stored, &self.options, &self.at)?;
-                state.stored = stored.to_owned();
-                state.committed = state.schema.generation();
-            }
-            // A schema read back counts its tables as existing; a family
-            // that holds no row yet is still shaped by its first load.
-            state.schema.set_exists(state.exists);
-            let before = ChildShape::of(&state.schema);
-            let (batch, refused) = self.shred(&mut state.schema, rows, encoded, fresh)?;
-            if state.schema.generation() == state.committed {
-                return Ok((batch, refused, None));
-            }
-            let text = state.schema.to_json();
-            if before == ChildShape::of(&state.schema) {
-                let grows = RootGrowth {
-                    base: state.stored.clone(),
-                    text,
-                };
-                return Ok((batch, refused, Some(grows)));
-            }
-            if root
-                .reshape(&table_fields(&state.schema, 0, Some(&text)))
-                .await?
-            {
-                state.stored = text;
-                state.committed = state.schema.generation();
-                return Ok((batch, refused, None));
-            }
+        let fields = root.schema().await;
+        let stored = stored_schema(&fields).unwrap_or_default();
+        // The schema a batch is made on is the one the tables hold: read
+        // again when another writer moved it, or when this one holds
+        // growth no commit took (a load that failed, or whose records
+        // were all another writer's), which would otherwise be taken for
+        // this batch's own.
+        if stored != state.stored || state.schema.generation() != state.committed {
+            state.schema = read(stored, &self.options, &self.at)?;
+            state.stored = stored.to_owned();
+            state.committed = state.schema.generation();
+            self.take_in(state).await?;
         }
+        // A schema read back counts its tables as existing; a family that
+        // holds no row yet is still shaped by its first load.
+        state.schema.set_exists(state.exists);
+        let (batch, refused) = self.shred(&mut state.schema, rows, encoded, fresh)?;
+        let grows = (state.schema.generation() != state.committed).then(|| RootGrowth {
+            base: state.stored.clone(),
+            text: state.schema.to_json(),
+        });
+        Ok((batch, refused, grows))
+    }
+
+    /// Takes into the schema what the child tables this writer has open
+    /// hold beyond it: tables and columns another writer committed whose
+    /// schema text is not in yet (it is about to commit it, or was killed
+    /// before it could). They count as growth, which the next commit of
+    /// the resource's table writes into the text.
+    async fn take_in(&self, state: &mut State) -> Result<(), EtlError> {
+        let mut held = Vec::new();
+        for (name, table) in &state.children {
+            let fields = table.schema().await;
+            let identity = fields.field(loader::PARENT_KEY).and_then(|f| {
+                Some((
+                    meta(f, PARENT_KEY)?.to_owned(),
+                    meta(f, LIST_KEY)?.to_owned(),
+                ))
+            });
+            // A table an earlier release made says not what it is: the
+            // text, which listed it before it was made, does.
+            let identity = identity.or_else(|| {
+                let schema = &state.schema;
+                let table = schema.tables().iter().find(|t| t.name() == name)?;
+                let parent = schema.tables()[table.parent()?].name();
+                Some((parent.to_owned(), table.path().to_owned()))
+            });
+            let Some((parent, path)) = identity else {
+                continue;
+            };
+            let columns: Vec<Column> = fields
+                .fields()
+                .skip(loader::CHILD_COLUMNS.len())
+                .filter_map(held_column)
+                .collect();
+            held.push((name.clone(), parent, path, columns));
+        }
+        // A parent before its children: each pass takes in those whose
+        // parent the schema has.
+        while !held.is_empty() {
+            let before = held.len();
+            let mut waiting = Vec::new();
+            for (name, parent, path, columns) in held {
+                if !state.schema.tables().iter().any(|t| t.name() == parent) {
+                    waiting.push((name, parent, path, columns));
+                    continue;
+                }
+                state
+                    .schema
+                    .keep_child(&name, &parent, &path, &columns)
+                    .map_err(|e| {
+                        EtlError::InvalidInput(format!(
+                            "Delta table {}: the child table {name} disagrees with the family's schema: {e}",
+                            self.at.shown
+                        ))
+                    })?;
+            }
+            if waiting.len() == before {
+                break;
+            }
+            held = waiting;
+        }
+        Ok(())
     }
 
     /// The batch's rows of the records `fresh`, on every core when they
@@ -472,7 +594,7 @@ pub(crate) fn read(
     })
 }
 
-/// A batch's growth of the resource's table alone, committed with its
+/// A batch's growth of the family's schema, committed with the resource's
 /// rows: the stored schema's text it was made on, and the text with what
 /// it adds.
 struct RootGrowth {
@@ -480,29 +602,23 @@ struct RootGrowth {
     text: String,
 }
 
-/// What a batch may change in the child tables: how many there are and
-/// how many columns each has. A batch that leaves it as it was grows the
-/// resource's table alone.
-#[derive(PartialEq, Eq)]
-struct ChildShape(Vec<usize>);
-
-impl ChildShape {
-    fn of(schema: &Schema) -> Self {
-        ChildShape(
-            schema.tables()[1..]
-                .iter()
-                .map(|t| t.columns().len())
-                .collect(),
-        )
+/// What the batch of table `at` of a family is made on, `grows` being
+/// the schema text the resource's grows from, if it does.
+fn basis(at: usize, grows: Option<&str>) -> Basis<'_> {
+    match (at, grows) {
+        (0, Some(base)) => Basis::Text(base),
+        (0, None) => Basis::Any,
+        _ => Basis::Columns,
     }
 }
 
-/// Writes the data files of the rows of `part` that `table` lacks,
-/// not yet committed (`known`: as [`KeyedTable::append`] takes it).
+/// Writes the data files of the rows of `part` that `table` lacks, not
+/// yet committed (`known` and `basis`: as [`KeyedTable::append`] takes
+/// them).
 async fn stage(
     table: &KeyedTable,
     part: &TableBatch,
-    known: Known,
+    known: (Known, Basis<'_>),
 ) -> Result<Option<Staged>, EtlError> {
     let TableBatch {
         keys,
@@ -516,29 +632,30 @@ async fn stage(
 
 /// Commits the `staged` files of each table's `parts`, in order, the
 /// resource's with the schema it `grows` from that text, and returns how
-/// many rows of the last (the resource's) were new (`None`: the schema
-/// moved from `grows` first, and its rows were not committed). A failure
-/// leaves the tables after it untouched, their files deleted.
+/// many rows of the last (the resource's) were new (`None`: a table no
+/// longer agreed with the batch, [`Basis`], and neither it nor the tables
+/// after it were committed). A failure leaves the tables after it
+/// untouched, their files deleted.
 async fn commit_staged(
     tables: &[&KeyedTable],
     parts: Vec<(usize, TableBatch, Known)>,
     staged: Vec<Result<Option<Staged>, EtlError>>,
     grows: Option<&str>,
 ) -> Result<Option<usize>, EtlError> {
-    let mut failed = None;
+    let mut ended = None;
     let mut ready = Vec::with_capacity(staged.len());
     for files in staged {
         match files {
             Ok(files) => ready.push(files),
             Err(e) => {
-                failed.get_or_insert(e);
+                ended.get_or_insert(Err(e));
                 ready.push(None);
             }
         }
     }
-    let mut new = Some(0);
+    let mut new = 0;
     for ((table, (at, part, known)), files) in tables.iter().zip(parts).zip(ready) {
-        if failed.is_some() {
+        if ended.is_some() {
             table.discard(files).await;
             continue;
         }
@@ -548,25 +665,23 @@ async fn commit_staged(
             batch,
         } = part;
         // The resource's table (the last) commits the schema it grows.
-        let grows = grows.filter(|_| at == 0);
+        let basis = basis(at, grows);
         match table
             .append(
                 &keys,
                 &fields,
                 |fresh| rows_at(&batch, fresh),
                 (known, files),
-                grows,
+                basis,
             )
             .await
         {
-            Ok(n) => new = n,
-            Err(e) => failed = Some(e),
+            Ok(Some(n)) => new = n,
+            Ok(None) => ended = Some(Ok(None)),
+            Err(e) => ended = Some(Err(e)),
         }
     }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(new),
-    }
+    ended.unwrap_or(Ok(Some(new)))
 }
 
 /// The rows of `batch` at `fresh` (all of them without a copy).
@@ -576,4 +691,103 @@ fn rows_at(batch: &RecordBatch, fresh: &[usize]) -> Result<RecordBatch, ArrowErr
     }
     let at: Vec<u32> = fresh.iter().map(|&i| i as u32).collect();
     take_record_batch(batch, &UInt32Array::from(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeltaSink;
+    use etl_core::Sink;
+    use serde_json::{json, Value};
+    use std::sync::atomic::Ordering;
+
+    /// A JSON record known by its `id`.
+    #[derive(serde::Serialize)]
+    #[serde(transparent)]
+    struct Doc(Value);
+
+    impl Record for Doc {
+        fn record_id(&self) -> Option<String> {
+            self.0.get("id").map(|id| id.to_string())
+        }
+    }
+
+    /// The data columns of the Delta table at `location`, as
+    /// `name type path`.
+    async fn columns_of(location: &str) -> Vec<String> {
+        let at = Location::parse(location).unwrap();
+        let schema = crate::table::existing_schema(&at).await.unwrap().unwrap();
+        schema
+            .fields()
+            .filter_map(|f| {
+                let column = held_column(f)?;
+                Some(format!(
+                    "{} {} {}",
+                    column.name, column.column_type, column.path
+                ))
+            })
+            .collect()
+    }
+
+    /// A writer killed after its child table took a new column (and rows)
+    /// and before the resource's table took the schema text that lists it:
+    /// the next writer, whose record would name another member the same,
+    /// takes the column in, names its own apart, and writes the text that
+    /// lists both; the killed record's child row is not written twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_child_tables_columns_whose_text_never_came_are_taken_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("grow").to_str().unwrap().to_owned();
+        let labels = format!("{root}__tags");
+        let open = || DeltaSink::open_typed::<Doc>(&root, "grow", SchemaOptions::default());
+        let first = open().await.unwrap();
+        let one = [Doc(json!({"id": 1, "tags": [{"x": 1}]}))];
+        assert_eq!(first.load(&one).await.unwrap(), 1);
+
+        let killed = open().await.unwrap();
+        let typed = killed.typed.as_ref().unwrap();
+        typed.killed_before_root.store(true, Ordering::Relaxed);
+        let two = [Doc(json!({"id": 2, "tags": [{"x": 2, "yy": true}]}))];
+        assert!(killed.load(&two).await.is_err());
+        assert_eq!(
+            columns_of(&labels).await,
+            ["x bigint /x", "yy bool /yy"],
+            "the child table took the column"
+        );
+        let stored = DeltaSink::stored_schema(&root, SchemaOptions::default())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.tables()[1].columns().len(), 1, "the text did not");
+
+        let next = open().await.unwrap();
+        let three = [Doc(json!({"id": 3, "tags": [{"x": 3, "YY": "text"}]}))];
+        assert_eq!(next.load(&three).await.unwrap(), 1);
+        let held = columns_of(&labels).await;
+        assert_eq!(held.len(), 3, "{held:?}");
+        assert_eq!(held[..2], ["x bigint /x", "yy bool /yy"]);
+        assert!(held[2].ends_with(" text /YY"), "{held:?}");
+        let stored = DeltaSink::stored_schema(&root, SchemaOptions::default())
+            .await
+            .unwrap()
+            .unwrap();
+        let listed: Vec<String> = stored.tables()[1]
+            .columns()
+            .iter()
+            .map(|c| format!("{} {} {}", c.name, c.column_type, c.path))
+            .collect();
+        assert_eq!(listed, held, "the text lists what the table holds");
+
+        // The killed writer's record again: its child row is in already.
+        typed.killed_before_root.store(false, Ordering::Relaxed);
+        assert_eq!(killed.load(&two).await.unwrap(), 1);
+        let at = Location::parse(&labels).unwrap();
+        let columns = Columns::growing(child_fields(), loader::CHILD_COLUMNS.len());
+        let child = KeyedTable::open(at, columns).await.unwrap();
+        assert_eq!(
+            crate::count(&child).await.unwrap(),
+            3,
+            "each child row once"
+        );
+    }
 }

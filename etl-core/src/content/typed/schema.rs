@@ -484,42 +484,131 @@ impl Schema {
             &options,
         );
         let mut schema = Schema::with_root(table, table_names, options);
-        schema.keep_columns(0, root)?;
+        schema.keep_columns(0, root.columns)?;
+        schema.tables[0].untyped.extend(root.untyped);
         for table in docs {
-            let parent = table
-                .parent
-                .as_deref()
-                .and_then(|p| schema.tables.iter().position(|t| t.name == p))
-                .ok_or_else(|| {
-                    format!("the stored table {:?} has no parent before it", table.name)
-                })?;
-            if schema.child_at(parent, &table.path).is_some() {
+            let parent = table.parent.as_deref().unwrap_or_default();
+            if schema
+                .child_at_name(parent, &table.path, &table.name)?
+                .is_some()
+            {
                 return Err(format!(
                     "the stored table {:?} holds a list held already",
                     table.name
                 ));
             }
-            let (key, parts) = schema.child_key(parent, &table.path);
-            schema.table_names.keep(&key, &table.name)?;
-            let at = schema.add_child(parent, &table.path, table.name.clone(), key, parts);
-            schema.keep_columns(at, table)?;
+            let at = schema.keep_table(parent, &table.path, &table.name)?;
+            schema.keep_columns(at, table.columns)?;
+            schema.tables[at].untyped.extend(table.untyped);
         }
         schema.add_hinted()?;
         schema.exists = true;
         Ok(schema)
     }
 
-    /// The stored columns and untyped members of `doc` into table `at`.
-    fn keep_columns(&mut self, at: usize, doc: TableDoc) -> Result<(), String> {
+    /// Adds what an output holds of the child table `name` (of the table
+    /// `parent`, for its list at `path`) that the schema lacks: the table,
+    /// and its `columns`, each keeping its name, type and path. Returns
+    /// whether anything was added ([`Schema::generation`] grows then).
+    ///
+    /// For an output whose child tables take their new columns in their
+    /// own commits, before the schema it stores lists them (Delta's, where
+    /// a table commits alone): what such a table holds is what it holds,
+    /// and a schema read back from the stored text takes it in before
+    /// making more columns. `Err` when the schema holds a name or path of
+    /// it otherwise (another table at the list, or a column's name or
+    /// path given to another).
+    ///
+    /// ```
+    /// use etl_core::content::typed::{Column, ColumnType, Schema, SchemaOptions};
+    /// let mut schema = Schema::new("issues", SchemaOptions::default())?;
+    /// let held = Column {
+    ///     name: "name".into(),
+    ///     column_type: ColumnType::Text,
+    ///     path: "/name".into(),
+    ///     hint: None,
+    /// };
+    /// assert!(schema.keep_child("issues__labels", "issues", "/labels", &[held.clone()])?);
+    /// assert!(!schema.keep_child("issues__labels", "issues", "/labels", &[held])?);
+    /// assert_eq!(schema.tables()[1].columns()[0].name, "name");
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn keep_child(
+        &mut self,
+        name: &str,
+        parent: &str,
+        path: &str,
+        columns: &[Column],
+    ) -> Result<bool, String> {
+        let before = self.generation;
+        let at = match self.child_at_name(parent, path, name)? {
+            Some(at) => at,
+            None => self.keep_table(parent, path, name)?,
+        };
+        self.keep_columns(at, columns.iter().cloned())?;
+        Ok(self.generation != before)
+    }
+
+    /// The child table of the table named `parent` for its list at
+    /// `path`, if the schema has one; `Err` when it is named other than
+    /// `name`, or there is no table `parent`.
+    fn child_at_name(&self, parent: &str, path: &str, name: &str) -> Result<Option<usize>, String> {
+        let up = self.table_named(parent, name)?;
+        match self.child_at(up, path) {
+            Some(at) if self.tables[at].name != name => Err(format!(
+                "the list {path} of {parent:?} is table {:?} already, not {name:?}",
+                self.tables[at].name
+            )),
+            found => Ok(found),
+        }
+    }
+
+    /// The index of the table named `parent`, the parent of `child`.
+    fn table_named(&self, parent: &str, child: &str) -> Result<usize, String> {
+        self.tables
+            .iter()
+            .position(|t| t.name == parent)
+            .ok_or_else(|| format!("the stored table {child:?} has no parent {parent:?} before it"))
+    }
+
+    /// Adds the child table `name` of `parent` for its list at `path`,
+    /// which the schema lacks, under that name.
+    fn keep_table(&mut self, parent: &str, path: &str, name: &str) -> Result<usize, String> {
+        let up = self.table_named(parent, name)?;
+        let (key, parts) = self.child_key(up, path);
+        self.table_names.keep(&key, name)?;
+        Ok(self.add_child(up, path, name.to_owned(), key, parts))
+    }
+
+    /// The stored `columns` into table `at`, but for those it holds as
+    /// they are.
+    fn keep_columns(
+        &mut self,
+        at: usize,
+        columns: impl IntoIterator<Item = Column>,
+    ) -> Result<(), String> {
         let table = &mut self.tables[at];
-        for column in doc.columns {
+        let mut kept = 0;
+        for column in columns {
+            if let Some(held) = table.column_at(&column.path).map(|i| &table.columns[i]) {
+                if held.name == column.name && held.column_type == column.column_type {
+                    continue;
+                }
+                if held.name == column.name {
+                    return Err(format!(
+                        "table {:?}: column {:?} is {} already, not {}",
+                        table.name, held.name, held.column_type, column.column_type
+                    ));
+                }
+            }
             table
                 .names
                 .keep(&column.path, &column.name)
                 .map_err(|e| format!("table {:?}: {e}", table.name))?;
             table.push_column(column);
+            kept += 1;
         }
-        table.untyped.extend(doc.untyped);
+        self.generation += kept;
         Ok(())
     }
 
