@@ -196,7 +196,10 @@ impl PostgresSink {
     /// A child table has `_etl_key` (of the element), `_etl_parent_key`,
     /// `_etl_root_key` and `_etl_list_idx` before its members. Every table
     /// has a view `<table>_current`: the resource's newest row per id, and
-    /// the child rows of those rows.
+    /// the child rows of those rows. The resource's table also has
+    /// `<table>_versions`: every version, with the time it held from
+    /// (`_etl_valid_from`) and until (`_etl_valid_to`, NULL for the
+    /// newest).
     ///
     /// A table of the JSON shape ([`PostgresSink::connect_as`]) that exists
     /// already keeps that shape and loads as before. A record a frozen

@@ -124,6 +124,13 @@ fn current_view(table: &str) -> String {
     fit(&format!("{table}_current"), POSTGRES_MAX_BYTES, table)
 }
 
+/// The history view beside the resource's table `table`:
+/// `<table>_versions`, cut to 63 bytes with a hash of the table's name
+/// when longer.
+fn versions_view(table: &str) -> String {
+    fit(&format!("{table}_versions"), POSTGRES_MAX_BYTES, table)
+}
+
 /// A typed table found half there: made by hand, or half dropped.
 enum Orphan {
     /// The table is there, its `_etl_schema` row is not: its columns'
@@ -448,7 +455,22 @@ async fn make_family(
                     &[&table.as_str()],
                 )
                 .await?;
-            return Ok(row.map(|_| false).ok_or(Orphan::NoSchemaRow));
+            if row.is_none() {
+                return Ok(Err(Orphan::NoSchemaRow));
+            }
+            // A table an earlier release made has no `_versions` view.
+            let view: bool = client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_class \
+                     WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)",
+                    &[&versions_view(table.as_str())],
+                )
+                .await?
+                .try_get(0)?;
+            if !view {
+                client.batch_execute(&versions_sql(table.as_str())).await?;
+            }
+            return Ok(Ok(false));
         }
         let inserted = client
             .execute(
@@ -597,14 +619,16 @@ fn create_sql(schema: &Schema, at: usize) -> String {
 
 /// `<table>_current`: for the resource's table, one row per id, the newest
 /// by update time, then load time, then key; for a child table, the rows
-/// whose record is a row of the resource's view.
+/// whose record is a row of the resource's view. The resource's table
+/// also has `<table>_versions` ([`versions_sql`]).
 fn view_sql(schema: &Schema, table: &Table) -> String {
     let view = quote(&current_view(table.name()));
     let t = quote(table.name());
     match table.parent() {
         None => format!(
             "CREATE OR REPLACE VIEW {view} AS SELECT DISTINCT ON ({i}) * FROM {t} \
-             WHERE {i} IS NOT NULL ORDER BY {i}, {u} DESC NULLS LAST, {l} DESC, {k};\n",
+             WHERE {i} IS NOT NULL ORDER BY {i}, {u} DESC NULLS LAST, {l} DESC, {k};\n{}",
+            versions_sql(table.name()),
             i = quote(loader::ID),
             u = quote(loader::UPDATED_AT),
             l = quote(loader::LOADED_AT),
@@ -618,6 +642,30 @@ fn view_sql(schema: &Schema, table: &Table) -> String {
             root = quote(&current_view(schema.tables()[0].name())),
         ),
     }
+}
+
+/// `<table>_versions`: every version of each id, oldest first, with the
+/// time it held from (`_etl_valid_from`: its update time, else its load
+/// time) and until (`_etl_valid_to`: the next version's `_etl_valid_from`;
+/// NULL for the newest, the row `<table>_current` holds). The versions are
+/// ordered as `_current` picks the newest, so the two agree. The validity
+/// columns come first: a view's columns may only grow at the end, and
+/// the table's grow.
+fn versions_sql(table: &str) -> String {
+    format!(
+        "CREATE OR REPLACE VIEW {view} AS SELECT \
+         coalesce({u}, {l}) AS {from}, \
+         lead(coalesce({u}, {l})) OVER (PARTITION BY {i} ORDER BY {u} NULLS FIRST, {l}, {k} DESC) AS {to}, \
+         * FROM {t} WHERE {i} IS NOT NULL;\n",
+        view = quote(&versions_view(table)),
+        t = quote(table),
+        i = quote(loader::ID),
+        u = quote(loader::UPDATED_AT),
+        l = quote(loader::LOADED_AT),
+        k = quote(loader::KEY),
+        from = quote(loader::VALID_FROM),
+        to = quote(loader::VALID_TO),
+    )
 }
 
 /// One column's values in a batch, as the array PostgreSQL receives.

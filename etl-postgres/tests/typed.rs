@@ -969,3 +969,74 @@ async fn under_freeze_a_batch_made_before_the_first_load_committed_is_held_to_it
     assert_eq!(names, ["id", "n"]);
     drop_family(&admin, &t).await;
 }
+
+/// `<table>_versions`: each version of an id with the time it held from
+/// and until, the newest open-ended and the one `_current` holds; a
+/// column added later is in the view too, and a table made before the
+/// view existed gets it when opened.
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn the_versions_view_holds_each_version_and_when_it_held() {
+    let (admin, t) = fresh("versions").await;
+    let url = url();
+    let open = || PostgresSink::connect_typed::<Doc>(&url, &t, SchemaOptions::postgres());
+    let sink = open().await.unwrap();
+    let versions = [
+        json!({"id": 1, "state": "open", "updated_at": "2026-01-01T00:00:00Z"}),
+        json!({"id": 1, "state": "closed", "updated_at": "2026-01-03T00:00:00Z"}),
+        json!({"id": 2, "state": "open", "updated_at": "2026-01-02T00:00:00Z"}),
+    ];
+    assert_eq!(sink.load(&docs(&versions)).await.unwrap(), 3);
+    // Read after the newer one, an older version still sorts before it;
+    // it brings a column of its own.
+    let late =
+        [json!({"id": 1, "state": "triage", "updated_at": "2026-01-02T00:00:00Z", "label": "bug"})];
+    assert_eq!(sink.load(&docs(&late)).await.unwrap(), 1);
+    let read = |sql: String| {
+        let admin = &admin;
+        async move {
+            admin
+                .query(&sql, &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, String>(2),
+                        r.get::<_, Option<String>>(3),
+                        r.get::<_, Option<String>>(4),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let sql = format!(
+        "SELECT id, state, to_char(_etl_valid_from, 'MM-DD'), to_char(_etl_valid_to, 'MM-DD'), label \
+         FROM \"{t}_versions\" ORDER BY id, _etl_valid_from"
+    );
+    let (s, d) = (String::from, |x: &str| Some(x.to_owned()));
+    let want = vec![
+        (1, s("open"), s("01-01"), d("01-02"), None),
+        (1, s("triage"), s("01-02"), d("01-03"), d("bug")),
+        (1, s("closed"), s("01-03"), None, None),
+        (2, s("open"), s("01-02"), None, None),
+    ];
+    assert_eq!(read(sql.clone()).await, want);
+    // The open-ended versions are the rows `_current` holds.
+    let current = format!(
+        "SELECT count(*) FROM \"{t}_versions\" v JOIN \"{t}_current\" c USING (_etl_key) \
+         WHERE v._etl_valid_to IS NULL"
+    );
+    assert_eq!(count(&admin, &current).await, 2);
+    // A table made before the view: it is made when the table is opened.
+    admin
+        .batch_execute(&format!("DROP VIEW \"{t}_versions\""))
+        .await
+        .unwrap();
+    drop(sink);
+    let _sink = open().await.unwrap();
+    assert_eq!(read(sql).await, want);
+    drop_family(&admin, &t).await;
+}

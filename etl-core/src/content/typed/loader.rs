@@ -21,6 +21,13 @@ pub const ROOT_KEY: &str = "_etl_root_key";
 /// A child row's place in its list, from 0.
 pub const LIST_IDX: &str = "_etl_list_idx";
 
+/// In the PostgreSQL view `<table>_versions` of an append table: when a
+/// version began to hold (its update time, else its load time).
+pub const VALID_FROM: &str = "_etl_valid_from";
+/// In the PostgreSQL view `<table>_versions`: when the next version
+/// began to hold; null for the newest.
+pub const VALID_TO: &str = "_etl_valid_to";
+
 /// The data column of a list of scalars (and the name part of a list in a
 /// list).
 pub const VALUE_COLUMN: &str = "value";
@@ -33,5 +40,5 @@ pub const CHILD_COLUMNS: &[&str] = &[KEY, PARENT_KEY, ROOT_KEY, LIST_IDX];
 
 /// Every loader column's name: none is given to a member, in any table.
 pub const ALL: &[&str] = &[
-    KEY, ID, UPDATED_AT, LOADED_AT, ROW, META, PARENT_KEY, ROOT_KEY, LIST_IDX,
+    KEY, ID, UPDATED_AT, LOADED_AT, ROW, META, PARENT_KEY, ROOT_KEY, LIST_IDX, VALID_FROM, VALID_TO,
 ];
