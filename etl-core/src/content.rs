@@ -12,8 +12,9 @@
 //! of the Launch Library model stays in [`launch`]), `sink`
 //! ([`crate::Sink`]), `idempotent` ([`IdempotentSink`]), `jsonl`
 //! ([`crate::JsonlSink`]), `reject` (entries that did not read),
-//! `parallel` (per-row work on every core, [`par_map`]), and [`naming`]
-//! (table and column names made from member names, as dlt makes them).
+//! `parallel` (per-row work on every core, [`par_map`]), [`naming`]
+//! (table and column names made from member names, as dlt makes them),
+//! and [`write`](mod@write) (how a run's records change a table).
 
 mod idempotent;
 pub(crate) mod jsonl;
@@ -25,6 +26,7 @@ pub(crate) mod reject;
 pub(crate) mod row;
 pub(crate) mod sink;
 pub mod typed;
+pub mod write;
 pub use sink::CanonicalSink;
 mod canonical_json;
 pub use canonical_json::{CanonicalJson, JsonKey};

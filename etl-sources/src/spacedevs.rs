@@ -150,6 +150,7 @@ impl LaunchLibrary {
             rate_limit: None,
             concurrency: DEFAULT_CONCURRENCY,
             shape: TableShape::Json,
+            write: etl_core::content::write::Write::Append,
         })
     }
 

@@ -576,6 +576,46 @@ async fn invalid_files_and_an_unwritable_metrics_file_exit_2_before_any_request(
         (good.replace("\"/data\"", "\"data\""), vec![], "RFC 6901"),
         (good.clone(), vec!["--incremental"], "[incremental]"),
         (
+            format!("write = \"merj\"\nprimary_key = \"id\"\n{good}"),
+            vec![],
+            "items.toml, line 1: `write` is \"merj\": the dispositions are append, merge, replace; did you mean `merge`?",
+        ),
+        (
+            format!("write = \"merj\"\nprimary_key = \"id\"\n{good}"),
+            vec![],
+            "line 2: `primary_key`",
+        ),
+        (
+            format!("hard_delete = \"/deleted\"\n{good}"),
+            vec![],
+            "`hard_delete` is for `write = \"merge\"`",
+        ),
+        (
+            format!("write = \"replace\"\nshape = \"json\"\n{good}"),
+            vec![],
+            "`write = \"replace\"` makes a typed table",
+        ),
+        (
+            format!("write = \"merge\"\n{good}"),
+            vec![],
+            "needs a table of one row per key (PostgreSQL or Delta), and a JSONL file keeps every line",
+        ),
+        (
+            format!("write = \"replace\"\n{good}"),
+            vec!["--max-pages", "1"],
+            "--max-pages: resource items has `write = \"replace\"`, which needs every page",
+        ),
+        (
+            format!("write = \"replace\"\n{good}"),
+            vec!["--incremental"],
+            "--incremental: resource items has `write = \"replace\"`",
+        ),
+        (
+            format!("write = \"replace\"\n{good}"),
+            vec![],
+            "`write = \"replace\"` into a JSONL file is not available in this release",
+        ),
+        (
             format!("rate_limit = \"10/sec\"\n{good}"),
             vec![],
             "items.toml, line 1: `rate_limit` \"10/sec\" is not a rate",

@@ -2,6 +2,7 @@
 //! key), and its run: parents and children side by side, one throttle,
 //! each resource into its table of the output.
 
+use etl_core::content::write::Write;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use std::collections::HashMap;
@@ -140,6 +141,24 @@ impl Pipeline {
         options: RunOptions,
     ) -> Result<RunReport, PipelineError> {
         let run = self.selected(&options.resources)?;
+        // A replace needs every page: what a run left unread would leave
+        // the table.
+        let replaced = run
+            .iter()
+            .find(|(resource, written)| *written && resource.write == Write::Replace);
+        if let Some((resource, _)) = replaced {
+            let flag = match (options.max_pages, options.incremental) {
+                (Some(_), _) => Some("--max-pages"),
+                (None, true) => Some("--incremental"),
+                (None, false) => None,
+            };
+            if let Some(flag) = flag {
+                return Err(PipelineError::refused(format!(
+                    "{flag}: resource {} has `write = \"replace\"`, which needs every page (the table becomes what the run read); nothing was requested",
+                    resource.name
+                )));
+            }
+        }
         if options.incremental {
             for (resource, written) in &run {
                 if *written {
@@ -206,6 +225,7 @@ impl Pipeline {
             }
             let target = Target::new(&resource.name, self.is_many())
                 .shaped(&resource.shape)
+                .writing(&resource.write)
                 .within(timeout);
             let table = destination.open(target).await.map_err(|e| match e {
                 etl_core::EtlError::InvalidInput(_) => {

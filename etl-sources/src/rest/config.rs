@@ -16,7 +16,9 @@ use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
 use super::stamp::{self, TimeUnit, UpdatedAt};
 use super::table_shape::{table_shape, TableShape};
+use super::write::{write_disposition, WriteKeys};
 use crate::throttle::RateLimit;
+use etl_core::content::write::Write;
 use std::time::Duration;
 
 /// The file as written (see the "Any JSON API" chapter of the docs): the
@@ -81,6 +83,15 @@ struct File {
     /// A typed table's `contract` and `max_nesting`.
     #[serde(default)]
     schema: Option<Spanned<keys::Table>>,
+    /// How the records change the table: append, merge or replace.
+    #[serde(default)]
+    write: Option<Spanned<String>>,
+    /// A merge's key: a pointer, or a list of them.
+    #[serde(default)]
+    primary_key: Option<Spanned<toml::Value>>,
+    /// Where a record says it was deleted (merge).
+    #[serde(default)]
+    hard_delete: Option<Spanned<String>>,
 }
 
 impl File {
@@ -136,7 +147,22 @@ impl File {
             shape: self.shape.clone().or_else(|| top.shape.clone()),
             columns: self.columns.clone().or_else(|| top.columns.clone()),
             schema: self.schema.clone().or_else(|| top.schema.clone()),
+            write: self.write.clone().or_else(|| top.write.clone()),
+            primary_key: self.primary_key.clone().or_else(|| top.primary_key.clone()),
+            hard_delete: self.hard_delete.clone().or_else(|| top.hard_delete.clone()),
         }
+    }
+
+    /// `write`, `primary_key` and `hard_delete`, read.
+    fn write_disposition(&self, at: &Locator<'_>) -> Result<Write, ConfigError> {
+        let keys = WriteKeys {
+            write: self.write.as_ref(),
+            primary_key: self.primary_key.as_ref(),
+            hard_delete: self.hard_delete.as_ref(),
+            id: self.id.as_ref(),
+            shape: self.shape.as_ref(),
+        };
+        write_disposition(&keys, at)
     }
 }
 
@@ -212,6 +238,9 @@ pub struct Resource {
     /// The shape of a new table of it in a database (`shape`, `[columns]`,
     /// `[schema]`; [`TableShape::Typed`] unless `shape = "json"`).
     pub shape: TableShape,
+    /// How its records change its table (`write`, `primary_key`,
+    /// `hard_delete`; [`Write::Append`] unless the file says).
+    pub write: Write,
     /// The run's rate limit (`rate_limit`, top level only, so the same in
     /// every resource of a file): at most N requests in any window, across
     /// every resource and request of the run, retries included. A run
@@ -406,6 +435,7 @@ impl Resource {
         };
         let run = problems.take(run_keys(file, &at));
         let shape = problems.take(file.table_shape(&at));
+        let write = problems.take(file.write_disposition(&at));
         let (
             Some(url),
             Some(records),
@@ -417,6 +447,7 @@ impl Resource {
             Some(auth),
             Some((rate_limit, concurrency)),
             Some(shape),
+            Some(write),
         ) = (
             url,
             records,
@@ -428,6 +459,7 @@ impl Resource {
             auth,
             run,
             shape,
+            write,
         )
         else {
             return Err(problems.error());
@@ -453,6 +485,7 @@ impl Resource {
             rate_limit,
             concurrency,
             shape,
+            write,
         })
     }
 
@@ -710,7 +743,11 @@ fn pointer(value: &Spanned<String>, key: &str, at: &Locator<'_>) -> Result<Point
 
 /// A pointer to a value inside a record: `""` (the whole record) would
 /// reject every record, so it is refused.
-fn in_record(value: &Spanned<String>, key: &str, at: &Locator<'_>) -> Result<Pointer, ConfigError> {
+pub(super) fn in_record(
+    value: &Spanned<String>,
+    key: &str,
+    at: &Locator<'_>,
+) -> Result<Pointer, ConfigError> {
     if value.get_ref().is_empty() {
         return Err(at.key(
             value.span(),

@@ -33,6 +33,7 @@ mod pointer;
 mod record;
 mod stamp;
 mod table_shape;
+mod write;
 
 pub(crate) use auth::header as header_auth;
 pub use auth::Auth;

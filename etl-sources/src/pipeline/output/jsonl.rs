@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 use super::{
-    CursorFuture, Described, Destination, RecordFuture, StoredUpdatedAt, Table, TableFuture, Target,
+    unbuilt, CursorFuture, Described, Destination, RecordFuture, StoredUpdatedAt, Table,
+    TableFuture, Target,
 };
 use crate::cursor;
 use crate::pipeline::rejects_path;
+use etl_core::content::write::Write;
 
 /// `--out` as a path: one JSONL file, or a directory holding
 /// `<resource>.jsonl` (and `<resource>.rejects.jsonl`) files.
@@ -48,10 +50,21 @@ impl Place {
 }
 
 impl<T: Record + Clone + 'static> Destination<T> for Place {
+    /// `write = "merge"` is [`EtlError::InvalidInput`]: a file keeps
+    /// every line, and one row per key needs a table.
     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
-        let opened = self.file_of(&target).and_then(|path| {
-            Ok(Box::new(Jsonl::open::<T>(&path, target.rejects)?) as Box<dyn Table<T>>)
-        });
+        if let Write::Merge(_) = target.write {
+            let refused = EtlError::InvalidInput(
+                "`write = \"merge\"` needs a table of one row per key (PostgreSQL or Delta), and a JSONL file keeps every line"
+                    .to_owned(),
+            );
+            return std::future::ready(Err(refused)).boxed();
+        }
+        let opened = unbuilt(target.write, "a JSONL file")
+            .and_then(|()| self.file_of(&target))
+            .and_then(|path| {
+                Ok(Box::new(Jsonl::open::<T>(&path, target.rejects)?) as Box<dyn Table<T>>)
+            });
         std::future::ready(opened).boxed()
     }
 }

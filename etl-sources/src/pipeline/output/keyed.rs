@@ -12,7 +12,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::{
-    CursorFuture, Described, Destination, ParentCursorsFuture, RecordFuture, SchemaFuture,
+    unbuilt, CursorFuture, Described, Destination, ParentCursorsFuture, RecordFuture, SchemaFuture,
     SettleFuture, StoredUpdatedAt, Table, TableFuture, Target,
 };
 use crate::rest::PARENT_MEMBER;
@@ -89,6 +89,7 @@ where
 {
     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
         async move {
+            unbuilt(target.write, "a database table")?;
             let store = S::open::<T>(&self.place, target).await?;
             let keyed = Keyed {
                 sink: IdempotentSink::bounded(store, REMEMBERED_KEYS),

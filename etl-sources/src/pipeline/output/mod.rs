@@ -6,6 +6,7 @@
 //! cursor); [`Output::parse`] is the one place a kind is chosen.
 
 use etl_core::content::typed::Schema;
+use etl_core::content::write::Write;
 use etl_core::{EtlError, Record, RejectSink, Row, Sink};
 use futures_util::future::BoxFuture;
 use std::borrow::Cow;
@@ -141,10 +142,15 @@ pub struct Target<'a> {
     /// statement, a write from BEGIN to COMMIT); `None`: the output's own
     /// default.
     pub timeout: Option<Duration>,
+    /// How the records change the table ([`Target::writing`]); append by
+    /// default.
+    pub write: &'a Write,
 }
 
 /// The shape a [`Target`] has unless it is given one.
 static JSON_SHAPE: TableShape = TableShape::Json;
+/// The disposition a [`Target`] has unless it is given one.
+static APPEND: Write = Write::Append;
 
 impl<'a> Target<'a> {
     /// The target of resource `resource`, its table named after it; `many`:
@@ -157,7 +163,14 @@ impl<'a> Target<'a> {
             rejects: None,
             shape: &JSON_SHAPE,
             timeout: None,
+            write: &APPEND,
         }
+    }
+
+    /// The target with its records changing the table as `write` says (a
+    /// resource's [`crate::rest::Resource::write`]).
+    pub fn writing(self, write: &'a Write) -> Self {
+        Target { write, ..self }
     }
 
     /// The target with its table in `shape` (a resource's
@@ -169,6 +182,17 @@ impl<'a> Target<'a> {
     /// The target with the run's `timeout` ([`Target::timeout`]).
     pub fn within(self, timeout: Option<Duration>) -> Self {
         Target { timeout, ..self }
+    }
+}
+
+/// Refuses a disposition this release's outputs do not write yet: a file
+/// asking for one never loads as an append. `output` names the kind.
+pub(super) fn unbuilt(write: &Write, output: &str) -> Result<(), EtlError> {
+    match write {
+        Write::Append => Ok(()),
+        other => Err(EtlError::InvalidInput(format!(
+            "`write = \"{other}\"` into {output} is not available in this release (append is); the table was not touched"
+        ))),
     }
 }
 

@@ -699,3 +699,86 @@ fn shape_mistakes_are_named_all_at_once_with_what_was_meant() {
         "{e}"
     );
 }
+
+#[test]
+fn write_dispositions_read_with_the_id_as_the_default_key() {
+    use etl_core::content::write::{MergeKeys, Write};
+    assert_eq!(parse("").unwrap().write, Write::Append);
+    assert_eq!(
+        parse("write = \"replace\"\n").unwrap().write,
+        Write::Replace
+    );
+    assert_eq!(
+        parse("write = \"merge\"\n").unwrap().write,
+        Write::Merge(MergeKeys::new(["/id"]))
+    );
+    assert_eq!(
+        parse("write = \"merge\"\nprimary_key = [\"/org\", \"/repo/id\"]\nhard_delete = \"/deleted_at\"\n")
+            .unwrap()
+            .write,
+        Write::Merge(MergeKeys::new(["/org", "/repo/id"]).hard_delete("/deleted_at"))
+    );
+    // The top level's keys are every resource's default.
+    let many = Resource::parse_every(
+        "name = \"gh\"\nurl = \"http://127.0.0.1/\"\nrecords = \"\"\nid = \"/id\"\n\
+         write = \"merge\"\nprimary_key = \"/number\"\n\
+         [[resource]]\nname = \"issues\"\npath = \"issues\"\n\
+         [[resource]]\nname = \"events\"\npath = \"events\"\nwrite = \"append\"\nprimary_key = \"/id\"\n",
+        "gh.toml",
+        |_| None,
+    );
+    let e = many.unwrap_err().to_string();
+    assert!(
+        e.contains("`primary_key` is for `write = \"merge\"`, and the table's is \"append\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn write_mistakes_are_named_all_at_once_with_what_was_meant() {
+    let e = error("write = \"merj\"\nprimary_key = \"/id\"\n");
+    assert!(
+        e.contains("`write` is \"merj\": the dispositions are append, merge, replace; did you mean `merge`?"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("is for `write"),
+        "a misspelt write is named once: {e}"
+    );
+    let e = error("primary_key = \"/id\"\nhard_delete = \"/deleted\"\n");
+    assert!(
+        e.contains(
+            "line 5: `primary_key` is for `write = \"merge\"`, and the table's is \"append\""
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("line 6: `hard_delete` is for `write = \"merge\"`"),
+        "{e}"
+    );
+    for (write, shape) in [("merge", "json"), ("replace", "json")] {
+        let e = error(&format!("write = \"{write}\"\nshape = \"{shape}\"\n"));
+        assert!(
+            e.contains(&format!("`write = \"{write}\"` makes a typed table"))
+                && e.contains("asks for the JSON shape"),
+            "{e}"
+        );
+    }
+    let e = error("write = \"merge\"\nprimary_key = \"id\"\nhard_delete = \"\"\n");
+    assert!(e.contains("line 6: `primary_key`"), "{e}");
+    assert!(
+        e.contains("line 7: `hard_delete` is the whole record"),
+        "{e}"
+    );
+    for key in [
+        "primary_key = []",
+        "primary_key = 5",
+        "primary_key = [\"/a\", 1]",
+    ] {
+        let e = error(&format!("write = \"merge\"\n{key}\n"));
+        assert!(
+            e.contains("`primary_key` must be a JSON Pointer into the record"),
+            "{key}: {e}"
+        );
+    }
+}

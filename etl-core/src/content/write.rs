@@ -1,0 +1,81 @@
+//! Write dispositions: how a run's records change a table, in dlt's words
+//! (`write_disposition`), so that a dlt user finds what they know.
+
+use std::fmt;
+
+/// How a run's records change a table: a pipeline file's `write`.
+///
+/// ```
+/// use etl_core::content::write::{MergeKeys, Write};
+///
+/// assert_eq!(Write::default(), Write::Append);
+/// let merge = Write::Merge(MergeKeys::new(["/id"]).hard_delete("/deleted"));
+/// assert_eq!(merge.to_string(), "merge");
+/// assert!(Write::NAMES.contains(&merge.name()));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Write {
+    /// Every version a row: the table is a history (the default).
+    #[default]
+    Append,
+    /// One row per primary key, the newest version read; a record marked
+    /// deleted takes its row out.
+    Merge(MergeKeys),
+    /// After a complete run, the table holds exactly that run's records,
+    /// switched in at once.
+    Replace,
+}
+
+impl Write {
+    /// The dispositions' names, as a file writes them.
+    pub const NAMES: &'static [&'static str] = &["append", "merge", "replace"];
+
+    /// The disposition's name, as a file writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Write::Append => "append",
+            Write::Merge(_) => "merge",
+            Write::Replace => "replace",
+        }
+    }
+}
+
+impl fmt::Display for Write {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a merge knows a record by, and how a record says it was deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MergeKeys {
+    /// The primary key: JSON Pointers into the record, one or more (a
+    /// compound key).
+    pub primary_key: Vec<String>,
+    /// Where a record says it was deleted upstream (`hard_delete`): true
+    /// there, or for any other type not null (a `deleted_at` time).
+    pub hard_delete: Option<String>,
+}
+
+impl MergeKeys {
+    /// A merge on the primary key of these JSON Pointers.
+    pub fn new<I, S>(primary_key: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MergeKeys {
+            primary_key: primary_key.into_iter().map(Into::into).collect(),
+            hard_delete: None,
+        }
+    }
+
+    /// A record whose member at the JSON Pointer `at` is true (or not
+    /// null, for any other type) deletes the row of its key.
+    pub fn hard_delete(mut self, at: impl Into<String>) -> Self {
+        self.hard_delete = Some(at.into());
+        self
+    }
+}
