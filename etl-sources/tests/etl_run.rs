@@ -518,6 +518,82 @@ async fn bodies_that_are_not_pages_fail_the_run_and_keep_the_pages_before() {
     }
 }
 
+/// `write = "replace"` into JSONL: the file becomes the run's records,
+/// each once, switched in whole at the end; a run that fails leaves it as
+/// it was and nothing staged beside it; an empty run empties it; what a
+/// killed run staged is removed by the next.
+#[tokio::test]
+async fn a_replace_switches_the_file_at_the_end_and_a_failed_run_leaves_it() {
+    let mut api = Api::new(Style::LinkHeader, items(10));
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("items.jsonl");
+    let file = format!(
+        "write = \"replace\"\n{}",
+        pipeline(&server.uri(), Style::LinkHeader, "")
+    );
+    let ids = |path: &Path| {
+        let (lines, counts) = records(path);
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "each record once: {counts:?}"
+        );
+        let mut ids: Vec<i64> = lines.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let staged = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains(".replacing-")
+            })
+            .count()
+    };
+    // A killed run's file, of a process long gone.
+    std::fs::write(dir.path().join(".items.jsonl.replacing-4194304999"), "{}\n").unwrap();
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(ids(&out), (1..=10).collect::<Vec<_>>());
+    assert_eq!(staged(dir.path()), 0, "the killed run's file is gone");
+
+    // Upstream, three records left, one of them changed: the file is them.
+    {
+        let mut held = api.items.lock().unwrap();
+        held.truncate(3);
+        held[1]["name"] = json!("renamed");
+    }
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(ids(&out), [1, 2, 3]);
+    assert_eq!(records(&out).0[1]["name"], "renamed");
+
+    // A run that fails after its first page: the file is as it was.
+    api.items
+        .lock()
+        .unwrap()
+        .extend(items(9).into_iter().skip(3));
+    api.script_from = 1;
+    api.script
+        .lock()
+        .unwrap()
+        .push_back(ResponseTemplate::new(200).set_body_string("<html>oops</html>"));
+    let failing = api.clone().serve().await;
+    let broken = file.replace(&server.uri(), &failing.uri());
+    let output = run(dir.path(), &broken, &[]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(ids(&out), [1, 2, 3], "the old content, whole");
+    assert_eq!(staged(dir.path()), 0, "nothing staged left behind");
+
+    // A run that reads no record empties the file.
+    api.items.lock().unwrap().clear();
+    let output = run(dir.path(), &file, &[]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(ids(&out), Vec::<i64>::new());
+    assert!(out.exists());
+}
+
 #[tokio::test]
 async fn a_pagination_loop_ends_the_run_with_an_error_naming_it() {
     let mut api = Api::new(Style::NextUrl, items(8));
@@ -609,11 +685,6 @@ async fn invalid_files_and_an_unwritable_metrics_file_exit_2_before_any_request(
             format!("write = \"replace\"\n{good}"),
             vec!["--incremental"],
             "--incremental: resource items has `write = \"replace\"`",
-        ),
-        (
-            format!("write = \"replace\"\n{good}"),
-            vec![],
-            "`write = \"replace\"` into a JSONL file is not available in this release",
         ),
         (
             format!("rate_limit = \"10/sec\"\n{good}"),

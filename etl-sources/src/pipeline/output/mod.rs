@@ -49,6 +49,9 @@ pub type SchemaFuture<'a> = BoxFuture<'a, Result<Option<Schema>, EtlError>>;
 /// What [`Table::settle`] answers.
 pub type SettleFuture<'a> = BoxFuture<'a, ()>;
 
+/// What [`Table::finish`] answers.
+pub type FinishFuture<'a> = BoxFuture<'a, Result<(), EtlError>>;
+
 /// One resource's output, opened: where its rows of type `T` and their
 /// rejects go, each once.
 ///
@@ -106,6 +109,15 @@ pub trait Table<T: Record>: Send + Sync + fmt::Debug {
     /// it ends. Nothing to wait for by default.
     fn settle(&self) -> SettleFuture<'_> {
         Box::pin(async {})
+    }
+
+    /// Ends a complete run: [`run`] calls it once every page of the
+    /// resource was read and written (never after a failure, nor with a
+    /// page limit). A table whose run's records replace what it held
+    /// (`write = "replace"`) switches them in here, at once; nothing by
+    /// default.
+    fn finish(&self) -> FinishFuture<'_> {
+        Box::pin(async { Ok(()) })
     }
 }
 
@@ -496,7 +508,8 @@ pub fn announce<T: Record>(table: &dyn Table<T>, cursor: Option<&str>) {
 }
 
 /// Runs the pipeline from `source` into `table` ([`run_with_progress`]),
-/// then waits for what its loads left running ([`Table::settle`]).
+/// then waits for what its loads left running ([`Table::settle`]) and,
+/// when every page was read, ends the run ([`Table::finish`]).
 pub async fn run<S: Source>(
     table: &dyn Table<S::Row>,
     source: &mut S,
@@ -505,7 +518,14 @@ pub async fn run<S: Source>(
 ) -> Result<Summary, RunError> {
     let done = run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await;
     table.settle().await;
-    done
+    let summary = done?;
+    if max_pages.is_none() {
+        table.finish().await.map_err(|error| RunError {
+            done: summary,
+            error,
+        })?;
+    }
+    Ok(summary)
 }
 
 #[cfg(test)]
