@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod errors;
+mod replace;
 mod session;
 mod table;
 mod typed;
@@ -112,6 +113,9 @@ pub struct PostgresSink {
     rejects_table_ready: AtomicBool,
     /// The typed shape's tables; `None` in the JSON shape.
     typed: Option<Arc<typed::Typed>>,
+    /// A replace under way: the rows go to its staging copy of the
+    /// family until [`PostgresSink::finish`].
+    replacing: Option<replace::Replacing>,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -151,6 +155,7 @@ impl PostgresSink {
             conn: Arc::new(conn),
             rejects_table_ready: AtomicBool::new(false),
             typed: None,
+            replacing: None,
         })
     }
 
@@ -234,9 +239,20 @@ impl PostgresSink {
         table: &str,
         options: etl_core::content::typed::SchemaOptions,
     ) -> Result<Self, EtlError> {
+        Self::connect_typed_in::<T>(url, table, options, None).await
+    }
+
+    /// [`PostgresSink::connect_typed`], its names resolving in the schema
+    /// `search_path` where one is given.
+    async fn connect_typed_in<T: Record>(
+        url: &str,
+        table: &str,
+        options: etl_core::content::typed::SchemaOptions,
+        search_path: Option<&str>,
+    ) -> Result<Self, EtlError> {
         let name = TableName::new(table)?;
         let (conn, typed) = session::within(DEFAULT_DEADLINE, async {
-            let conn = Session::open(url, DEFAULT_DEADLINE).await?;
+            let conn = Session::open_in(url, DEFAULT_DEADLINE, search_path).await?;
             let typed = {
                 let mut guard = conn.lock().await;
                 typed::Typed::open(guard.client().await?, &name, options).await?
@@ -251,11 +267,46 @@ impl PostgresSink {
                 conn: Arc::new(conn),
                 rejects_table_ready: AtomicBool::new(false),
                 typed: Some(Arc::new(typed)),
+                replacing: None,
             }),
             None => {
                 drop(conn);
                 Self::connect_as::<T>(url, table).await
             }
+        }
+    }
+
+    /// Opens a replace of the typed table family `table` (`write =
+    /// "replace"`; made if missing): the rows loaded through the sink go
+    /// to a copy of the family in a schema of its own, and
+    /// [`PostgresSink::finish`] makes them the family's rows, in one
+    /// transaction, once the run has loaded every one. Until then readers
+    /// of the tables see the old rows and are not held up; a run that
+    /// fails or is killed before leaves them as they were (the next
+    /// replace drops what it staged). The tables are emptied and filled
+    /// in place, so views, grants and indexes users put on them stay.
+    ///
+    /// `InvalidInput` when `table` exists in the JSON shape.
+    pub async fn connect_replacing<T: Record>(
+        url: &str,
+        table: &str,
+        options: etl_core::content::typed::SchemaOptions,
+    ) -> Result<Self, EtlError> {
+        let name = TableName::new(table)?;
+        let replacing = replace::Replacing::begin(url, &name, options.clone()).await?;
+        let staging = replacing.staging().to_owned();
+        let mut sink = Self::connect_typed_in::<T>(url, table, options, Some(&staging)).await?;
+        sink.replacing = Some(replacing);
+        Ok(sink)
+    }
+
+    /// Ends a complete run: a replace ([`PostgresSink::connect_replacing`])
+    /// makes its rows the family's, in one transaction. Nothing for any
+    /// other sink. Call it once, after the last load.
+    pub async fn finish(&self) -> Result<(), EtlError> {
+        match &self.replacing {
+            Some(replacing) => replacing.switch().await,
+            None => Ok(()),
         }
     }
 

@@ -62,6 +62,9 @@ struct Live {
 /// connected.
 pub(crate) struct Session {
     url: String,
+    /// The schema its names resolve in, where not the server's default
+    /// (a replace's staging schema).
+    search_path: Option<String>,
     /// The deadline, in milliseconds.
     deadline_ms: AtomicU64,
     live: Mutex<Option<Live>>,
@@ -72,9 +75,21 @@ pub(crate) struct Session {
 impl Session {
     /// Connects to `url` under `deadline`.
     pub(crate) async fn open(url: &str, deadline: Duration) -> Result<Session, EtlError> {
-        let live = within(deadline, connect(url, deadline)).await?;
+        Self::open_in(url, deadline, None).await
+    }
+
+    /// Connects to `url` under `deadline`, its names resolving in the
+    /// schema `search_path` (an identifier of ours) where one is given,
+    /// on every connection it makes.
+    pub(crate) async fn open_in(
+        url: &str,
+        deadline: Duration,
+        search_path: Option<&str>,
+    ) -> Result<Session, EtlError> {
+        let live = within(deadline, connect(url, deadline, search_path)).await?;
         Ok(Session {
             url: url.to_owned(),
+            search_path: search_path.map(str::to_owned),
             deadline_ms: AtomicU64::new(millis(deadline)),
             live: Mutex::new(Some(live)),
             stale: std::sync::Mutex::new(None),
@@ -114,7 +129,13 @@ impl Guard<'_> {
     /// on). Meant to run under the deadline, inside the operation.
     pub(crate) async fn client(&mut self) -> Result<&Client, EtlError> {
         if self.live.as_ref().is_none_or(|l| l.client.is_closed()) {
-            let fresh = connect(&self.session.url, self.session.deadline()).await?;
+            let session = self.session;
+            let fresh = connect(
+                &session.url,
+                session.deadline(),
+                session.search_path.as_deref(),
+            )
+            .await?;
             let stale = self
                 .session
                 .stale
@@ -240,15 +261,22 @@ fn server_ms(deadline_ms: u64) -> u64 {
 /// Opens a connection whose server session ends by itself a little past
 /// `deadline` in a transaction or a statement, drives it on a task of its
 /// own, and reads its session's id.
-async fn connect(url: &str, deadline: Duration) -> Result<Live, EtlError> {
+async fn connect(
+    url: &str,
+    deadline: Duration,
+    search_path: Option<&str>,
+) -> Result<Live, EtlError> {
     // Parsed apart from connecting: a malformed URL is permanent, while a
     // connection that fails is worth another attempt.
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| EtlError::InvalidInput(format!("PostgreSQL URL: {e}")))?;
     let server = server_ms(millis(deadline));
-    let ours =
+    let mut ours =
         format!("-c idle_in_transaction_session_timeout={server} -c statement_timeout={server}");
+    if let Some(schema) = search_path {
+        ours.push_str(&format!(" -c search_path={schema}"));
+    }
     let options = match config.get_options() {
         Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
         _ => ours,

@@ -526,10 +526,10 @@ pub(crate) async fn stored_schema(
 }
 
 /// How many tables, and columns in each, a schema had.
-struct Shape(Vec<usize>);
+pub(crate) struct Shape(Vec<usize>);
 
 impl Shape {
-    fn of(schema: &Schema) -> Shape {
+    pub(crate) fn of(schema: &Schema) -> Shape {
         Shape(schema.tables().iter().map(|t| t.columns().len()).collect())
     }
 }
@@ -537,7 +537,7 @@ impl Shape {
 /// The DDL that makes `schema`'s tables and columns out of those `before`
 /// counts, the resource's table first (the order rows are inserted in, so
 /// that a load and a schema change never wait on each other in a circle).
-fn grow_sql(schema: &Schema, before: &Shape) -> String {
+pub(crate) fn grow_sql(schema: &Schema, before: &Shape) -> String {
     let mut sql = String::new();
     for (at, table) in schema.tables().iter().enumerate() {
         match before.0.get(at) {

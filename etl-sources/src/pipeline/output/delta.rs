@@ -7,7 +7,9 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target};
+use super::{
+    unbuilt, CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target,
+};
 use crate::rest::TableShape;
 
 impl Store for DeltaSink {
@@ -22,7 +24,9 @@ impl Store for DeltaSink {
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
         let location = place(location, &target);
         let (name, shape) = (target.resource.to_owned(), target.shape.clone());
+        let unbuilt = unbuilt(target.write, "a Delta table");
         async move {
+            unbuilt?;
             match shape {
                 TableShape::Json => DeltaSink::open_as::<T>(&location).await,
                 TableShape::Typed(options) => {

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::{
-    unbuilt, CursorFuture, Described, Destination, ParentCursorsFuture, RecordFuture, SchemaFuture,
-    SettleFuture, StoredUpdatedAt, Table, TableFuture, Target,
+    CursorFuture, Described, Destination, FinishFuture, ParentCursorsFuture, RecordFuture,
+    SchemaFuture, SettleFuture, StoredUpdatedAt, Table, TableFuture, Target,
 };
 use crate::rest::PARENT_MEMBER;
 
@@ -48,6 +48,11 @@ pub(super) trait Store: RejectSink + fmt::Debug + Sized + 'static {
     /// Waits for the work its loads left running ([`Table::settle`]).
     fn settle(&self) -> SettleFuture<'_> {
         Box::pin(async {})
+    }
+
+    /// Ends a complete run ([`Table::finish`]): a replace switches.
+    fn finish(&self) -> FinishFuture<'_> {
+        Box::pin(async { Ok(()) })
     }
 
     /// The typed schema of `target`'s table at `place`, read and nothing
@@ -89,7 +94,6 @@ where
 {
     fn open<'a>(&'a self, target: Target<'a>) -> TableFuture<'a, T> {
         async move {
-            unbuilt(target.write, "a database table")?;
             let store = S::open::<T>(&self.place, target).await?;
             let keyed = Keyed {
                 sink: IdempotentSink::bounded(store, REMEMBERED_KEYS),
@@ -138,5 +142,9 @@ impl<T: Record + Clone, S: Store + Sink<T>> Table<T> for Keyed<S> {
 
     fn settle(&self) -> SettleFuture<'_> {
         Store::settle(self.sink.inner())
+    }
+
+    fn finish(&self) -> FinishFuture<'_> {
+        Store::finish(self.sink.inner())
     }
 }

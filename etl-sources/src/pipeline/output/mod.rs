@@ -203,7 +203,7 @@ pub(super) fn unbuilt(write: &Write, output: &str) -> Result<(), EtlError> {
     match write {
         Write::Append => Ok(()),
         other => Err(EtlError::InvalidInput(format!(
-            "`write = \"{other}\"` into {output} is not available in this release (append is); the table was not touched"
+            "`write = \"{other}\"` into {output} is not available in this release; the table was not touched"
         ))),
     }
 }

@@ -7,8 +7,11 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, Target};
+use super::{
+    unbuilt, CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, Target,
+};
 use crate::rest::TableShape;
+use etl_core::content::write::Write;
 
 impl Store for PostgresSink {
     /// Connects to the database at `url` and opens (or creates) the table
@@ -25,15 +28,27 @@ impl Store for PostgresSink {
             target.shape.clone(),
         );
         let deadline = target.timeout.unwrap_or(etl_postgres::DEFAULT_DEADLINE);
+        let write = target.write.clone();
         async move {
-            let sink = match shape {
-                TableShape::Json => PostgresSink::connect_as::<T>(&url, &table).await,
-                TableShape::Typed(options) => {
+            if let Write::Merge(_) = write {
+                unbuilt(&write, "a PostgreSQL table")?;
+            }
+            let sink = match (shape, write) {
+                (TableShape::Typed(options), Write::Replace) => {
+                    PostgresSink::connect_replacing::<T>(&url, &table, options).await
+                }
+                (TableShape::Json, _) => PostgresSink::connect_as::<T>(&url, &table).await,
+                (TableShape::Typed(options), _) => {
                     PostgresSink::connect_typed::<T>(&url, &table, options).await
                 }
             };
             Ok(sink?.with_deadline(deadline))
         }
+    }
+
+    /// A replace's switch ([`PostgresSink::finish`]).
+    fn finish(&self) -> FinishFuture<'_> {
+        PostgresSink::finish(self).boxed()
     }
 
     /// One look into the `updated_at` index.

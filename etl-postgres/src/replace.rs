@@ -1,0 +1,292 @@
+//! A replace of a typed family (`write = "replace"`): the run writes its
+//! rows into a copy of the family in a schema of its own (the staging
+//! schema), and [`Replacing::switch`] makes them the family's rows in one
+//! transaction.
+//!
+//! So readers of the tables see the old rows, and are not held up, while
+//! the run reads the API; at the switch they wait only for the copy, then
+//! see the new rows, all of them at once. The tables are emptied and
+//! filled in place (`TRUNCATE`, then `INSERT ... SELECT`), never dropped
+//! and renamed: a view, grant or index a user put on them stays (a view on
+//! a dropped table would have to be dropped with it).
+//!
+//! A run that fails or is killed leaves the tables as they were. Its
+//! staging schema is held by a session-level advisory lock for as long as
+//! the run's connection lives; the next replace of the table drops every
+//! staging schema of it whose lock is free.
+
+use etl_core::content::typed::{Schema, SchemaOptions};
+use etl_core::EtlError;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::errors;
+use crate::session::{self, Session};
+use crate::table::TableName;
+use crate::typed::{self, grow_sql, quote, Shape, SCHEMA_TABLE};
+
+/// How long the switch may take: the copy of every row of the run.
+const SWITCH_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// A replace of one family, under way.
+pub(crate) struct Replacing {
+    /// The connection in the table's own schema: it holds the staging
+    /// schema's lock, and switches.
+    admin: Session,
+    table: TableName,
+    options: SchemaOptions,
+    /// The staging schema.
+    staging: String,
+    /// The family's schema text when the staging copy was made of it.
+    seeded: String,
+}
+
+impl std::fmt::Debug for Replacing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replacing")
+            .field("table", &self.table)
+            .field("staging", &self.staging)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The prefix of the staging schemas of `table`: a hash of its name, so
+/// that it fits PostgreSQL's 63 bytes whatever the name.
+fn staging_prefix(table: &TableName) -> String {
+    let hash = etl_core::content_id("replace staging", table.as_str());
+    format!("_etl_replace_{}_", &hash[..12])
+}
+
+impl Replacing {
+    /// Makes the family of `table` if it is missing, then its staging
+    /// copy: a new schema holding each of its tables empty (their columns,
+    /// keys and indexes) and its `_etl_schema` row. Returns the replace
+    /// and the staging schema, for the sink the run writes through.
+    pub(crate) async fn begin(
+        url: &str,
+        table: &TableName,
+        options: SchemaOptions,
+    ) -> Result<Replacing, EtlError> {
+        let deadline = session::DEFAULT_DEADLINE;
+        let admin = Session::open(url, deadline).await?;
+        let prefix = staging_prefix(table);
+        let nonce = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let unique = etl_core::content_id(
+            "replace staging",
+            &format!("{}/{nonce}", std::process::id()),
+        );
+        let staging = format!("{prefix}{}", &unique[..12]);
+        let seeded = session::within(deadline, async {
+            let mut guard = admin.lock().await;
+            let client = guard.client().await?;
+            if typed::Typed::open(client, table, options.clone())
+                .await?
+                .is_none()
+            {
+                return Err(EtlError::InvalidInput(format!(
+                    "table {} is of the JSON shape, and `write = \"replace\"` makes typed tables: load into a new table",
+                    table.as_str()
+                )));
+            }
+            drop_abandoned(client, &prefix).await?;
+            let stored = typed::stored_schema(client, table, options.clone())
+                .await?
+                .ok_or_else(|| EtlError::InvalidInput(format!(
+                    "table {}: no row in {SCHEMA_TABLE}",
+                    table.as_str()
+                )))?;
+            let text = stored.to_json();
+            let home: String = client
+                .query_one("SELECT current_schema()", &[])
+                .await
+                .and_then(|r| r.try_get(0))
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            let (home, to) = (quote(&home), quote(&staging));
+            let mut sql = format!(
+                "SELECT pg_advisory_lock(hashtext('{staging}'));\n\
+                 CREATE SCHEMA {to};\n\
+                 CREATE TABLE {to}.{s} (LIKE {home}.{s} INCLUDING ALL);\n",
+                s = quote(SCHEMA_TABLE),
+            );
+            for t in stored.tables() {
+                sql.push_str(&format!(
+                    "CREATE TABLE {to}.{t} (LIKE {home}.{t} INCLUDING ALL);\n",
+                    t = quote(t.name())
+                ));
+            }
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            client
+                .execute(
+                    &format!(
+                        "INSERT INTO {to}.{s} (table_name, schema) VALUES ($1, $2)",
+                        s = quote(SCHEMA_TABLE)
+                    ),
+                    &[&table.as_str(), &text],
+                )
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            Ok(text)
+        })
+        .await?;
+        Ok(Replacing {
+            admin,
+            table: table.clone(),
+            options,
+            staging,
+            seeded,
+        })
+    }
+
+    /// The staging schema the run's rows go to.
+    pub(crate) fn staging(&self) -> &str {
+        &self.staging
+    }
+
+    /// Makes the run's rows the family's, in one transaction: the columns
+    /// and tables the run added are added to the family, every table of it
+    /// is emptied and given the staging copy's rows (a table the run made
+    /// no row of stays empty), the family's schema becomes the staging
+    /// copy's, and the run's rejects join the table's. Then the staging
+    /// schema is dropped.
+    ///
+    /// Refused, changing nothing, when another writer changed the family's
+    /// schema during the run: its columns might clash with the run's.
+    pub(crate) async fn switch(&self) -> Result<(), EtlError> {
+        let mut guard = self.admin.lock().await;
+        let done = tokio::time::timeout(SWITCH_DEADLINE, async {
+            let client = guard.client().await?;
+            let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+            client
+                .batch_execute("BEGIN; SET LOCAL statement_timeout = 0")
+                .await
+                .map_err(fail)?;
+            let switched = self.switch_in(client).await;
+            match switched {
+                Ok(()) => client.batch_execute("COMMIT").await.map_err(fail)?,
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(e);
+                }
+            }
+            client
+                .batch_execute(&format!(
+                    "DROP SCHEMA {} CASCADE; SELECT pg_advisory_unlock(hashtext('{}'))",
+                    quote(&self.staging),
+                    self.staging
+                ))
+                .await
+                .map_err(fail)
+        })
+        .await;
+        guard.settle(done)
+    }
+
+    async fn switch_in(&self, client: &tokio_postgres::Client) -> Result<(), EtlError> {
+        let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+        let to = quote(&self.staging);
+        let s = quote(SCHEMA_TABLE);
+        let name = self.table.as_str();
+        let held: String = client
+            .query_one(
+                &format!("SELECT schema FROM {s} WHERE table_name = $1 FOR UPDATE"),
+                &[&name],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(fail)?;
+        if held != self.seeded && self.parse(&held)?.to_json() != self.seeded {
+            return Err(EtlError::Database {
+                sqlstate: None,
+                message: format!(
+                    "table {name}: another writer changed its columns during this replace; the table is as it was: run again"
+                ),
+            });
+        }
+        let text: String = client
+            .query_one(
+                &format!("SELECT schema FROM {to}.{s} WHERE table_name = $1"),
+                &[&name],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(fail)?;
+        let (before, after) = (self.parse(&self.seeded)?, self.parse(&text)?);
+        let mut sql = grow_sql(&after, &Shape::of(&before));
+        let tables: Vec<String> = after.tables().iter().map(|t| quote(t.name())).collect();
+        sql.push_str(&format!("TRUNCATE {};\n", tables.join(", ")));
+        for table in after.tables() {
+            let columns: Vec<String> = table
+                .loader_columns()
+                .iter()
+                .copied()
+                .chain(table.columns().iter().map(|c| c.name.as_str()))
+                .map(quote)
+                .collect();
+            let columns = columns.join(", ");
+            sql.push_str(&format!(
+                "INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t};\n",
+                t = quote(table.name())
+            ));
+        }
+        client.batch_execute(&sql).await.map_err(fail)?;
+        client
+            .execute(
+                &format!("UPDATE {s} SET schema = $2, changed_at = now() WHERE table_name = $1"),
+                &[&name, &text],
+            )
+            .await
+            .map_err(fail)?;
+        let rejects = self.table.rejects()?;
+        let r = quote(rejects.as_str());
+        client
+            .batch_execute(&format!(
+                "DO $$ BEGIN IF to_regclass('{to}.{r}') IS NOT NULL THEN \
+                 CREATE TABLE IF NOT EXISTS {r} (LIKE {to}.{r} INCLUDING ALL); \
+                 INSERT INTO {r} SELECT * FROM {to}.{r} ON CONFLICT DO NOTHING; \
+                 END IF; END $$"
+            ))
+            .await
+            .map_err(fail)
+    }
+
+    fn parse(&self, text: &str) -> Result<Schema, EtlError> {
+        Schema::from_json(text, self.options.clone()).map_err(|e| {
+            EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", self.table.as_str()))
+        })
+    }
+}
+
+/// Drops the staging schemas of the table (those named from `prefix`)
+/// that no run holds: a run that failed or was killed left them.
+async fn drop_abandoned(client: &tokio_postgres::Client, prefix: &str) -> Result<(), EtlError> {
+    let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+    let left = client
+        .query(
+            "SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname, $1)",
+            &[&prefix],
+        )
+        .await
+        .map_err(fail)?;
+    for row in left {
+        let schema: String = row.try_get(0).map_err(fail)?;
+        let free: bool = client
+            .query_one("SELECT pg_try_advisory_lock(hashtext($1))", &[&schema])
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(fail)?;
+        if free {
+            client
+                .batch_execute(&format!(
+                    "DROP SCHEMA IF EXISTS {} CASCADE; SELECT pg_advisory_unlock(hashtext('{schema}'))",
+                    quote(&schema)
+                ))
+                .await
+                .map_err(fail)?;
+        }
+    }
+    Ok(())
+}
