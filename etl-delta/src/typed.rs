@@ -256,6 +256,12 @@ impl Typed {
             ))
         })?;
         let mut schema = read(stored, &options, &at)?;
+        if let Some(why) = schema.write().differs(&options.write) {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {}: {why}. A table keeps how it is written: load into a new table (another path or resource name), or delete this one and its child tables to start again",
+                at.shown
+            )));
+        }
         let exists = crate::count(root).await? > 0;
         schema.set_exists(exists);
         let state = State {

@@ -189,6 +189,12 @@ impl Typed {
         if !made {
             let stored = typed.read_stored(client, false).await?;
             let schema = typed.parse(&stored)?;
+            if let Some(why) = schema.write().differs(&typed.options.write) {
+                return Err(EtlError::InvalidInput(format!(
+                    "typed table {t}: {why}. A table keeps how it is written: load into a new table (another --pg-table or resource name), or drop {t}, its child tables and its row in {SCHEMA_TABLE} to start again",
+                    t = table.as_str()
+                )));
+            }
             *typed.state.get_mut() = State { schema, stored };
         }
         Ok(Some(typed))

@@ -2204,6 +2204,34 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     assert_eq!(count(format!("SELECT count(*) FROM {table}")).await, 0);
     assert_eq!(count(format!("SELECT count(*) FROM {labels}")).await, 0);
     assert!(staging_schemas(&client, &table).await.is_empty());
+
+    // The table knows how it is written: `etl schema` says so, and a file
+    // that would append to it is refused before any request.
+    let schema = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("schema")
+        .arg(dir.path().join("items.toml"))
+        .args(["--out", &pg, "--pg-table", &table, "--format", "text"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(schema.status.code(), Some(0), "{}", text(&schema));
+    assert!(
+        text(&schema).contains("\n  write: replace\n"),
+        "{}",
+        text(&schema)
+    );
+    let before = api.requests();
+    let appending = file.replace("write = \"replace\"\n", "");
+    let output = run(appending).await;
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains(
+            "it is written by `write = \"replace\"`, and the run asks for `write = \"append\"`"
+        ) && text(&output).contains("load into a new table"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(api.requests(), before, "refused before any request");
     client
         .batch_execute(&format!("DROP VIEW {table}_named"))
         .await

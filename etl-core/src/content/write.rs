@@ -47,6 +47,52 @@ impl fmt::Display for Write {
     }
 }
 
+impl Write {
+    /// Where a table written as `self` cannot take a run that writes as
+    /// `asked`, in words; `None` when they are the same. A table keeps
+    /// how it was made to be written: a merge table is unique on its key,
+    /// an append table holds every version.
+    ///
+    /// ```
+    /// use etl_core::content::write::{MergeKeys, Write};
+    /// let merge = Write::Merge(MergeKeys::new(["/id"]));
+    /// assert_eq!(Write::Append.differs(&Write::Append), None);
+    /// let why = Write::Append.differs(&merge).unwrap();
+    /// assert!(why.contains("append") && why.contains("merge"), "{why}");
+    /// ```
+    pub fn differs(&self, asked: &Write) -> Option<String> {
+        (self != asked).then(|| {
+            format!(
+                "it is written by `write = \"{}\"`{}, and the run asks for `write = \"{}\"`{}",
+                self.name(),
+                self.keys(),
+                asked.name(),
+                asked.keys()
+            )
+        })
+    }
+
+    /// The disposition and, for a merge, its keys, in words: `merge
+    /// (primary key /id, hard delete /deleted)`.
+    pub fn summary(&self) -> String {
+        format!("{}{}", self.name(), self.keys())
+    }
+
+    /// A merge's keys, in words (` (primary key /id)`); empty otherwise.
+    fn keys(&self) -> String {
+        match self {
+            Write::Merge(keys) => {
+                let delete = keys
+                    .hard_delete
+                    .as_ref()
+                    .map_or(String::new(), |at| format!(", hard delete {at}"));
+                format!(" (primary key {}{delete})", keys.primary_key.join(", "))
+            }
+            _ => String::new(),
+        }
+    }
+}
+
 /// What a merge knows a record by, and how a record says it was deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -122,6 +122,7 @@ fn table_text(out: &mut String, schema: &Schema, table: &Table) {
     match table.parent() {
         None => {
             let _ = writeln!(out, "table {}", table.name());
+            let _ = writeln!(out, "  write: {}", schema.write().summary());
         }
         Some(parent) => {
             let _ = writeln!(

@@ -465,6 +465,11 @@ impl Resource {
             return Err(problems.error());
         };
         problems.check()?;
+        // A typed table is made for how it is written, and keeps it.
+        let shape = match shape {
+            TableShape::Typed(options) => TableShape::Typed(options.write(write.clone())),
+            json => json,
+        };
         Ok(Resource {
             name: file.name.get_ref().clone(),
             url,

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use super::column::ColumnType;
 use super::loader;
 use crate::content::naming::{self, Names};
+use crate::content::write::{MergeKeys, Write};
 
 /// The schema's maps, keyed by member pointers from the API: looked up once
 /// or twice for every value of every record, so foldhash (fast, and seeded
@@ -71,6 +72,10 @@ pub struct SchemaOptions {
     /// Most bytes of fixed-width values (booleans, integers, doubles,
     /// times) a row's data columns may take; `None`: no limit.
     pub max_fixed_bytes: Option<usize>,
+    /// How a run's records change the tables: a new family is made for
+    /// it, and a family made for another refuses to be opened
+    /// ([`Schema::write`]).
+    pub write: Write,
 }
 
 /// Most data columns a table takes (PostgreSQL allows 1,600 in all).
@@ -90,6 +95,7 @@ impl Default for SchemaOptions {
             max_columns: MAX_COLUMNS,
             max_name_bytes: None,
             max_fixed_bytes: None,
+            write: Write::Append,
         }
     }
 }
@@ -120,6 +126,12 @@ impl SchemaOptions {
     /// Sets how deep objects and lists are flattened.
     pub fn max_nesting(mut self, levels: usize) -> Self {
         self.max_nesting = Some(levels);
+        self
+    }
+
+    /// Sets how a run's records change the tables.
+    pub fn write(mut self, write: Write) -> Self {
+        self.write = write;
         self
     }
 }
@@ -352,6 +364,9 @@ pub struct Schema {
     pub(crate) exists: bool,
     /// Grows with every column or table added.
     generation: u64,
+    /// How the tables are written: the options' for a new family, the
+    /// stored one for a family read back.
+    write: Write,
 }
 
 impl Schema {
@@ -377,6 +392,7 @@ impl Schema {
 
     fn with_root(root: Table, table_names: Names, options: SchemaOptions) -> Self {
         Schema {
+            write: options.write.clone(),
             options,
             tables: vec![root],
             children: Map::default(),
@@ -431,8 +447,9 @@ impl Schema {
                 untyped: t.untyped.iter().cloned().collect(),
             })
             .collect();
+        let write = WriteDoc::of(&self.write);
         // Strings and enums alone: serialising cannot fail.
-        serde_json::to_string(&SchemaDoc { tables }).unwrap_or_default()
+        serde_json::to_string(&SchemaDoc { tables, write }).unwrap_or_default()
     }
 
     /// A schema an output stored ([`Schema::to_json`]), to go on growing:
@@ -484,6 +501,11 @@ impl Schema {
             &options,
         );
         let mut schema = Schema::with_root(table, table_names, options);
+        schema.write = doc
+            .write
+            .map(WriteDoc::read)
+            .transpose()?
+            .unwrap_or_default();
         schema.keep_columns(0, root.columns)?;
         schema.tables[0].untyped.extend(root.untyped);
         for table in docs {
@@ -612,6 +634,14 @@ impl Schema {
         Ok(())
     }
 
+    /// How the tables are written: for a schema read back, as they were
+    /// made ([`SchemaOptions::write`] when they were), whatever the options
+    /// say now. An output refuses to load a family whose `write` differs
+    /// from its run's.
+    pub fn write(&self) -> &Write {
+        &self.write
+    }
+
     /// The options the schema was made with.
     pub fn options(&self) -> &SchemaOptions {
         &self.options
@@ -705,6 +735,9 @@ impl fmt::Display for Schema {
     /// Each table, its columns in order with type and path, and what it
     /// keeps untyped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.write != Write::Append {
+            writeln!(f, "write {}", self.write.summary())?;
+        }
         for table in &self.tables {
             match table.parent {
                 None => writeln!(f, "{}", table.name)?,
@@ -741,6 +774,55 @@ struct TableDoc {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SchemaDoc {
     tables: Vec<TableDoc>,
+    /// Absent for append, as every schema stored before dispositions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write: Option<WriteDoc>,
+}
+
+/// A stored disposition other than append.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WriteDoc {
+    disposition: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    primary_key: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hard_delete: Option<String>,
+}
+
+impl WriteDoc {
+    fn of(write: &Write) -> Option<WriteDoc> {
+        let doc = |disposition: &str| WriteDoc {
+            disposition: disposition.to_owned(),
+            primary_key: Vec::new(),
+            hard_delete: None,
+        };
+        match write {
+            Write::Append => None,
+            Write::Merge(keys) => Some(WriteDoc {
+                primary_key: keys.primary_key.clone(),
+                hard_delete: keys.hard_delete.clone(),
+                ..doc("merge")
+            }),
+            other => Some(doc(other.name())),
+        }
+    }
+
+    fn read(self) -> Result<Write, String> {
+        match self.disposition.as_str() {
+            "append" => Ok(Write::Append),
+            "replace" => Ok(Write::Replace),
+            "merge" => {
+                let keys = MergeKeys::new(self.primary_key);
+                Ok(Write::Merge(match self.hard_delete {
+                    Some(at) => keys.hard_delete(at),
+                    None => keys,
+                }))
+            }
+            other => Err(format!(
+                "the stored schema's write {other:?} is not a disposition"
+            )),
+        }
+    }
 }
 
 /// The member names of a JSON Pointer (`/a~1b/c` is `a/b`, `c`).

@@ -798,3 +798,34 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn the_write_disposition_is_stored_and_read_back_and_append_leaves_the_text_as_it_was() {
+    use crate::content::write::{MergeKeys, Write};
+    let append = Schema::new("issues", SchemaOptions::default()).unwrap();
+    assert!(!append.to_json().contains("write"), "{}", append.to_json());
+    let merge = Write::Merge(MergeKeys::new(["/number"]).hard_delete("/deleted"));
+    let made = Schema::new("issues", SchemaOptions::default().write(merge.clone())).unwrap();
+    // Read back with other options, the stored disposition holds.
+    let read = Schema::from_json(&made.to_json(), SchemaOptions::default()).unwrap();
+    assert_eq!(read.write(), &merge);
+    assert_eq!(
+        read.to_string().lines().next(),
+        Some("write merge (primary key /number, hard delete /deleted)")
+    );
+    let old = Schema::from_json(&append.to_json(), SchemaOptions::default().write(merge)).unwrap();
+    assert_eq!(
+        old.write(),
+        &Write::Append,
+        "a schema stored before dispositions"
+    );
+    let replace = Schema::new("x", SchemaOptions::default().write(Write::Replace)).unwrap();
+    let read = Schema::from_json(&replace.to_json(), SchemaOptions::default()).unwrap();
+    assert_eq!(read.write(), &Write::Replace);
+    assert!(Schema::from_json(
+        &replace.to_json().replace("replace", "replase"),
+        SchemaOptions::default()
+    )
+    .unwrap_err()
+    .contains("\"replase\" is not a disposition"));
+}
