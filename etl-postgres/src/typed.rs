@@ -11,6 +11,7 @@ use etl_core::content::typed::{
     loader, meta_json, update_micros, Cell, ColumnType, Contract, Misfit, RowKeys, RowWriter,
     Schema, SchemaOptions, ShredError, SplitWriter, Table,
 };
+use etl_core::content::write::{MergeKeys, Write};
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
 use tokio::sync::Mutex;
@@ -18,6 +19,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 use crate::errors;
+use crate::merge;
 use crate::table::{self, TableName};
 
 /// Where every typed table of a database keeps its schema: one row per
@@ -175,6 +177,10 @@ impl Typed {
         }
         let fresh_text = fresh.to_json();
         create_schema_table(client).await?;
+        if let Write::Merge(_) = options.write {
+            let deleted = TableName::new(merge::DELETED_TABLE)?;
+            table::locked(client, &deleted, merge::create_deleted_table(client)).await?;
+        }
         let made = make_family(client, table, &fresh, &fresh_text).await?;
         // A table this call made is still to be shaped by its first load
         // (a frozen contract holds from then on); one made before is read.
@@ -311,8 +317,73 @@ impl Typed {
                 .await
                 .map_err(|e| errors::from_pg_plain(&e))?;
         }
-        let inserted = made.batch.insert(client, &made.schema).await?;
+        let merged = match made.schema.write().clone() {
+            Write::Merge(keys) => Some(self.merge(client, &mut made, &keys).await?),
+            _ => None,
+        };
+        let inserted = made
+            .batch
+            .insert(client, &made.schema, merged.is_some())
+            .await?;
+        if let Some(merged) = merged {
+            // Fewer went in than were merged: another writer's insert of
+            // a key overtook this page's.
+            if inserted < merged.insert.iter().filter(|&&i| i).count() {
+                return Err(merge::overtaken(self.table.as_str()));
+            }
+        }
         Ok((made, inserted))
+    }
+
+    /// Merges the batch's records into the family ([`merge::apply`]): a
+    /// record without its primary key is refused, `_etl_id` holds each
+    /// record's key, and the batch keeps only the rows that go in.
+    async fn merge(
+        &self,
+        client: &Client,
+        made: &mut Made,
+        keys: &MergeKeys,
+    ) -> Result<merge::Merged, EtlError> {
+        let batch = &mut made.batch;
+        let n = batch.texts.len();
+        let mut found = Vec::with_capacity(n);
+        for text in &batch.texts {
+            match merge::key_of(text, keys) {
+                Ok(key) => found.push(Some(key)),
+                Err(why) => {
+                    let reject = merge::keyless(text, why, self.table.as_str())?;
+                    batch.refused.push(reject);
+                    found.push(None);
+                }
+            }
+        }
+        let kept: Vec<usize> = (0..n).filter(|&i| found[i].is_some()).collect();
+        let merged = {
+            let versions: Vec<merge::Version<'_>> = kept
+                .iter()
+                .filter_map(|&i| {
+                    let (key, deleted) = found[i].as_ref()?;
+                    Some(merge::Version {
+                        key,
+                        row: &batch.tables[0].keys[i],
+                        updated: batch.updated[i],
+                        deleted: *deleted,
+                    })
+                })
+                .collect();
+            merge::apply(client, &made.schema, &versions).await?
+        };
+        let mut keep = vec![false; n];
+        for (&i, &goes) in kept.iter().zip(&merged.insert) {
+            keep[i] = goes;
+        }
+        for (id, key) in batch.ids.iter_mut().zip(found) {
+            if let Some((key, _)) = key {
+                *id = Some(key);
+            }
+        }
+        batch.keep_records(&keep);
+        Ok(merged)
     }
 
     /// Whether `made` was made before the tables existed, under a frozen
@@ -605,6 +676,12 @@ fn create_sql(schema: &Schema, at: usize) -> String {
     );
     let t = quote(table.name());
     let indexes = match table.parent() {
+        // A merge table holds one row per key, `_etl_id`.
+        None if matches!(schema.write(), Write::Merge(_)) => format!(
+            "CREATE INDEX ON {t} ({u});\nCREATE UNIQUE INDEX ON {t} ({i});\n",
+            u = quote(loader::UPDATED_AT),
+            i = quote(loader::ID),
+        ),
         None => format!(
             "CREATE INDEX ON {t} ({u});\nCREATE INDEX ON {t} ({i}, {u} DESC NULLS LAST, {l} DESC);\n",
             u = quote(loader::UPDATED_AT),
@@ -832,17 +909,22 @@ impl TableRows {
     /// Keeps the child rows whose record's key is in `roots`.
     fn keep_children_of(&mut self, roots: &HashSet<String>) {
         let keep: Vec<bool> = self.roots.iter().map(|r| roots.contains(r)).collect();
+        self.keep(&keep);
+    }
+
+    /// Keeps the rows whose place in `keep` is true.
+    fn keep(&mut self, keep: &[bool]) {
         if keep.iter().all(|k| *k) {
             return;
         }
         let n = self.keys.len();
-        retain(&mut self.keys, &keep);
-        retain(&mut self.parents, &keep);
-        retain(&mut self.roots, &keep);
-        retain(&mut self.idx, &keep);
+        retain(&mut self.keys, keep);
+        retain(&mut self.parents, keep);
+        retain(&mut self.roots, keep);
+        retain(&mut self.idx, keep);
         for values in self.columns.iter_mut().flatten() {
             values.pad(n);
-            values.retain(&keep);
+            values.retain(keep);
         }
     }
 }
@@ -926,9 +1008,27 @@ impl Batch {
         self.texts.push(records.encoded[i].json.clone());
     }
 
+    /// Keeps the resource's rows whose place in `keep` is true (their
+    /// child rows go with them when the batch is inserted).
+    fn keep_records(&mut self, keep: &[bool]) {
+        if let Some(rows) = self.tables.first_mut() {
+            rows.keep(keep);
+        }
+        retain(&mut self.ids, keep);
+        retain(&mut self.updated, keep);
+        retain(&mut self.texts, keep);
+        retain(&mut self.metas, keep);
+    }
+
     /// Inserts the resource's rows, then the child rows of those that were
-    /// new; returns how many were.
-    async fn insert(&mut self, client: &Client, schema: &Schema) -> Result<usize, EtlError> {
+    /// new; returns how many were. Under a merge a row another of its key
+    /// holds (`_etl_id` is unique) is not inserted either.
+    async fn insert(
+        &mut self,
+        client: &Client,
+        schema: &Schema,
+        merge: bool,
+    ) -> Result<usize, EtlError> {
         let mut new_keys = HashSet::new();
         for at in 0..self.tables.len() {
             let rows = &mut self.tables[at];
@@ -952,9 +1052,14 @@ impl Batch {
                 // here until it commits, and is then not returned: its
                 // child rows are that writer's to write.
                 let k = quote(loader::KEY);
+                let target = if merge {
+                    String::new()
+                } else {
+                    format!("({k}) ")
+                };
                 let sql = insert.sql(
                     table,
-                    &format!(" ON CONFLICT ({k}) DO NOTHING RETURNING {k}"),
+                    &format!(" ON CONFLICT {target}DO NOTHING RETURNING {k}"),
                 );
                 for row in client
                     .query(&sql, &insert.params)

@@ -2011,6 +2011,233 @@ async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
 
 /// The PostgreSQL server of `ETL_PG_URL`: its URL, and a client of it with
 /// the typed table family `table` dropped (left by an earlier run).
+/// A GitHub-like issue for merge: `number` is its key, `t` its update
+/// time (seconds into 2026-11-01), `labels` its child rows.
+fn issue(number: i64, t: u32, state: &str, labels: &[&str]) -> Value {
+    json!({"id": number * 100 + i64::from(t), "number": number, "state": state,
+           "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+           "updated_at": format!("2026-11-01T00:00:{t:02}Z")})
+}
+
+/// `write = "merge"` into PostgreSQL: one row per key, the newest version
+/// read, with its own child rows; an older version (read later, or in the
+/// same page) never replaces a newer one; a deletion takes the row and its
+/// child rows out and is remembered, so an older version does not bring
+/// it back and a newer one does; a record without its key is a reject.
+#[tokio::test]
+#[ignore = "needs ETL_PG_URL: a PostgreSQL server"]
+async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_deletions() {
+    let table = format!("etl_merge_{}", std::process::id());
+    let labels = format!("{table}__labels");
+    let (pg, client) = postgres(&table).await;
+    client
+        .batch_execute(&format!(
+            "DO $$ BEGIN IF to_regclass('_etl_deleted') IS NOT NULL THEN \
+             DELETE FROM _etl_deleted WHERE table_name = '{table}'; END IF; END $$"
+        ))
+        .await
+        .unwrap();
+    let first: Vec<Value> = (1..=6).map(|n| issue(n, 10, "open", &["bug"])).collect();
+    let api = Api::new(Style::LinkHeader, first);
+    let server = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = format!(
+        "write = \"merge\"\nprimary_key = \"/number\"\nhard_delete = \"/deleted\"\n{}",
+        pipeline(&server.uri(), Style::LinkHeader, "")
+    );
+    let run = |file: String| {
+        let (dir, pg, table) = (dir.path().to_owned(), pg.clone(), table.clone());
+        async move {
+            etl_into_postgres(&dir, &file, (&pg, &table), &[])
+                .output()
+                .await
+                .unwrap()
+        }
+    };
+    let read = |sql: String| {
+        let client = &client;
+        async move {
+            client
+                .query(&sql, &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {}",
+                        r.get::<_, i64>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, String>(2)
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let now = format!(
+        "SELECT t.number, t.state, coalesce(string_agg(l.name, ',' ORDER BY l.name), '') \
+         FROM {table} t LEFT JOIN {labels} l ON l._etl_parent_key = t._etl_key \
+         GROUP BY t.number, t.state ORDER BY t.number"
+    );
+    let output = run(file.clone()).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(read(now.clone()).await.len(), 6);
+
+    // Updates, a deletion, an older version read late, two versions of
+    // one key in one page (the newer last, then first), a new key.
+    let mut deleted = issue(2, 30, "open", &["bug"]);
+    deleted["deleted"] = json!(true);
+    *api.items.lock().unwrap() = vec![
+        issue(1, 30, "closed", &["done", "fixed"]),
+        deleted,
+        issue(3, 5, "ancient", &["old"]),
+        issue(4, 20, "a", &["x"]),
+        issue(4, 40, "b", &["y"]),
+        issue(5, 40, "newer", &[]),
+        issue(5, 20, "older", &["z"]),
+        issue(7, 10, "open", &["new"]),
+    ];
+    let output = run(file.clone()).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let want = [
+        "1 closed done,fixed",
+        "3 open bug",
+        "4 b y",
+        "5 newer ",
+        "6 open bug",
+        "7 open new",
+    ];
+    assert_eq!(read(now.clone()).await, want);
+
+    // The deleted key's older version does not bring it back; a run read
+    // again changes nothing; a record without its key is a reject (exit 3).
+    *api.items.lock().unwrap() = vec![
+        issue(2, 20, "resurrected", &["no"]),
+        issue(1, 30, "closed", &["done", "fixed"]),
+        json!({"id": 99, "state": "keyless", "updated_at": "2026-11-01T00:00:50Z"}),
+    ];
+    let output = run(file.clone()).await;
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert_eq!(read(now.clone()).await, want);
+    let reject: String = client
+        .query_one(&format!("SELECT error FROM {table}_rejects"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        reject.contains("primary key /number: not found"),
+        "{reject}"
+    );
+
+    // A newer version brings it back.
+    *api.items.lock().unwrap() = vec![issue(2, 50, "reopened", &["again"])];
+    let output = run(file.clone()).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let rows = read(now.clone()).await;
+    assert_eq!(rows[1], "2 reopened again");
+    assert_eq!(rows.len(), 7);
+    assert_eq!(
+        client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        7,
+        "one row per key"
+    );
+    let unique: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM pg_indexes WHERE tablename = '{table}' \
+                 AND indexdef LIKE 'CREATE UNIQUE INDEX%(_etl_id)'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unique, 1, "unique on its key");
+    drop_typed(&client, &table).await;
+}
+
+/// Four writers merging overlapping versions of the same keys into one
+/// table at once: each key once, with its newest version and that
+/// version's child rows alone.
+#[tokio::test]
+#[ignore = "needs ETL_PG_URL: a PostgreSQL server"]
+async fn four_writers_merging_at_once_leave_each_key_once_with_its_newest_version() {
+    let table = format!("etl_merge4_{}", std::process::id());
+    let labels = format!("{table}__labels");
+    let (pg, client) = postgres(&table).await;
+    let time = |w: i64, k: i64| u32::try_from((k * (w + 2) * 7 + w * 13) % 59).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = Vec::new();
+    let mut loaders = Vec::new();
+    for w in 0..4 {
+        let versions = (1..=24)
+            .map(|k| {
+                issue(
+                    k,
+                    time(w, k),
+                    &format!("w{w}"),
+                    &[&format!("w{w}k{k}"), "all"],
+                )
+            })
+            .collect();
+        let mut api = Api::new(Style::LinkHeader, versions);
+        api.delay = Duration::from_millis(2);
+        let server = api.serve().await;
+        let file = format!(
+            "write = \"merge\"\nprimary_key = \"/number\"\n{}",
+            pipeline(&server.uri(), Style::LinkHeader, "")
+        );
+        let own = dir.path().join(format!("w{w}"));
+        std::fs::create_dir_all(&own).unwrap();
+        loaders.push(etl_into_postgres(&own, &file, (&pg, &table), &[]));
+        servers.push(server);
+    }
+    let outputs = futures_util::future::join_all(loaders.iter_mut().map(|l| l.output())).await;
+    for output in outputs {
+        let output = output.unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    }
+    let rows = client
+        .query(
+            &format!(
+                "SELECT t.number, extract(second FROM t.updated_at)::bigint, t.state, \
+                 (SELECT count(*) FROM {labels} l WHERE l._etl_parent_key = t._etl_key), \
+                 (SELECT count(*) FROM {labels} l WHERE l._etl_root_key = t._etl_key AND l.name <> 'all' \
+                    AND l.name <> t.state || 'k' || t.number) \
+                 FROM {table} t ORDER BY t.number"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 24, "each key once");
+    for row in rows {
+        let k: i64 = row.get(0);
+        let newest = (0..4).map(|w| time(w, k)).max().unwrap();
+        assert_eq!(
+            row.get::<_, i64>(1),
+            i64::from(newest),
+            "key {k}: the newest version"
+        );
+        assert_eq!(row.get::<_, i64>(3), 2, "key {k}: its version's child rows");
+        assert_eq!(
+            row.get::<_, i64>(4),
+            0,
+            "key {k}: no other version's child rows"
+        );
+    }
+    let children: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {labels}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(children, 48, "no child row of a replaced version is left");
+    drop_typed(&client, &table).await;
+}
+
 /// Records with a child list, for replace: `n` of them, `labels` each.
 fn labelled(n: usize, labels: &[&str]) -> Vec<Value> {
     (1..=n)

@@ -7,9 +7,19 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{
-    unbuilt, CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target,
-};
+use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target};
+use etl_core::content::write::Write;
+
+/// Refuses what this release does not write into Delta yet (merge and
+/// replace): a file asking for them never loads as an append.
+fn unbuilt(write: &Write) -> Result<(), EtlError> {
+    match write {
+        Write::Append => Ok(()),
+        other => Err(EtlError::InvalidInput(format!(
+            "`write = \"{other}\"` into a Delta table is not available in this release; the table was not touched"
+        ))),
+    }
+}
 use crate::rest::TableShape;
 
 impl Store for DeltaSink {
@@ -24,7 +34,7 @@ impl Store for DeltaSink {
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
         let location = place(location, &target);
         let (name, shape) = (target.resource.to_owned(), target.shape.clone());
-        let unbuilt = unbuilt(target.write, "a Delta table");
+        let unbuilt = unbuilt(target.write);
         async move {
             unbuilt?;
             match shape {

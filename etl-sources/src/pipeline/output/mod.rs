@@ -197,17 +197,6 @@ impl<'a> Target<'a> {
     }
 }
 
-/// Refuses a disposition this release's outputs do not write yet: a file
-/// asking for one never loads as an append. `output` names the kind.
-pub(super) fn unbuilt(write: &Write, output: &str) -> Result<(), EtlError> {
-    match write {
-        Write::Append => Ok(()),
-        other => Err(EtlError::InvalidInput(format!(
-            "`write = \"{other}\"` into {output} is not available in this release; the table was not touched"
-        ))),
-    }
-}
-
 /// A kind of output: it opens the [`Table`] of each resource of a run.
 /// Implemented by [`Output`] (the kinds `--out` names) and by an output
 /// of your own, for [`crate::Pipeline::run_into`].

@@ -7,9 +7,7 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{
-    unbuilt, CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, Target,
-};
+use super::{CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, Target};
 use crate::rest::TableShape;
 use etl_core::content::write::Write;
 
@@ -30,9 +28,6 @@ impl Store for PostgresSink {
         let deadline = target.timeout.unwrap_or(etl_postgres::DEFAULT_DEADLINE);
         let write = target.write.clone();
         async move {
-            if let Write::Merge(_) = write {
-                unbuilt(&write, "a PostgreSQL table")?;
-            }
             let sink = match (shape, write) {
                 (TableShape::Typed(options), Write::Replace) => {
                     PostgresSink::connect_replacing::<T>(&url, &table, options).await
