@@ -43,7 +43,7 @@ mod typed;
 pub use deltalake;
 
 use async_trait::async_trait;
-use etl_core::content::typed::{loader, Schema, SchemaOptions};
+use etl_core::content::typed::{loader, update_micros, Schema, SchemaOptions};
 use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Record, Reject, RejectSink, Written};
 use std::time::SystemTime;
@@ -461,7 +461,7 @@ impl CanonicalSink for DeltaSink {
         let updated: Vec<Option<i64>> = rows
             .iter()
             .zip(&encoded)
-            .map(|(row, c)| row.updated_at().and_then(|t| update_time(&t, &c.key)))
+            .map(|(row, c)| update_micros(row, &c.key))
             .collect();
         let ids: Vec<Option<String>> = rows.iter().map(Record::record_id).collect();
         let keys: Vec<String> = encoded.iter().map(|c| c.key.clone()).collect();
@@ -527,19 +527,6 @@ impl RejectSink for DeltaSink {
         #[cfg(feature = "metrics")]
         etl_core::metrics::rejects_kept(kept as u64);
         Ok(kept)
-    }
-}
-
-/// A record's update time for the `updated_at` column, in microseconds. A
-/// value that is not an RFC 3339 UTC timestamp is stored as null (the row
-/// is kept; it only plays no part in the cursor), with a warning naming it.
-fn update_time(text: &str, key: &str) -> Option<i64> {
-    match humantime::parse_rfc3339(text) {
-        Ok(t) => micros(t),
-        Err(e) => {
-            tracing::warn!(value = text, content_key = key, error = %e, "update time is not an RFC 3339 UTC timestamp: stored as null");
-            None
-        }
     }
 }
 

@@ -114,6 +114,14 @@ async fn the_cursor_is_the_newest_update_time_in_the_log() {
         Some("2026-11-03T09:30:00.250000000Z"),
         "as PostgresSink::newest_last_updated writes it"
     );
+    // An RFC 3339 time at another offset is that instant, not null.
+    sink.load(&[launch(4, "2026-11-04T02:00:00+02:00")])
+        .await
+        .unwrap();
+    assert_eq!(
+        sink.newest_updated_at().await.unwrap().as_deref(),
+        Some("2026-11-04T00:00:00Z")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

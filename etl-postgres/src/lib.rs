@@ -42,11 +42,12 @@ mod table;
 mod typed;
 
 use async_trait::async_trait;
+use etl_core::content::typed::update_micros;
 use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Prepared, Record, Reject, RejectSink, Written};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio::time::timeout;
 
 use session::Session;
@@ -79,8 +80,8 @@ pub use typed::SCHEMA_TABLE;
 /// index and the view created: once, in one transaction, however many
 /// processes open it at once); no key changes. `updated_at` is a
 /// `timestamptz` rather than the API's text so that analysts can compare it
-/// with times; a value that does not read as an RFC 3339 UTC timestamp is
-/// kept as `NULL` with a warning. To drop the table, drop the view with it
+/// with times (RFC 3339 at any offset, as UTC); a value that does not read
+/// as one is kept as `NULL` with a warning. To drop the table, drop the view with it
 /// (`DROP TABLE launches CASCADE`).
 ///
 /// `load` writes a batch in one statement (the rows travel as four arrays
@@ -523,7 +524,7 @@ impl CanonicalSink for PostgresSink {
         let mut ids = Vec::with_capacity(rows.len());
         let mut updated = Vec::with_capacity(rows.len());
         for (row, KeyedJson { key, json }) in rows.iter().zip(encoded) {
-            updated.push(row.updated_at().and_then(|t| update_time(&t, &key)));
+            updated.push(update_micros(row, &key).map(typed::micros_to_time));
             keys.push(key);
             docs.push(json);
             ids.push(row.record_id());
@@ -646,25 +647,6 @@ impl RejectSink for PostgresSink {
         #[cfg(feature = "metrics")]
         etl_core::metrics::rejects_kept(inserted);
         Ok(usize::try_from(inserted).unwrap_or(usize::MAX))
-    }
-}
-
-/// A record's update time for the `updated_at` column, cut to whole
-/// microseconds (PostgreSQL's precision) so the server never rounds it up:
-/// a cursor read back must never pass the time it came from. A value that
-/// is not an RFC 3339 UTC timestamp is stored as NULL (the row is kept; it
-/// only plays no part in the cursor) with a warning naming it.
-fn update_time(text: &str, key: &str) -> Option<SystemTime> {
-    match humantime::parse_rfc3339(text) {
-        Ok(t) => {
-            let since = t.duration_since(UNIX_EPOCH).ok()?;
-            let micros = Duration::new(since.as_secs(), since.subsec_micros() * 1_000);
-            Some(UNIX_EPOCH + micros)
-        }
-        Err(e) => {
-            tracing::warn!(value = text, content_key = key, error = %e, "update time is not an RFC 3339 UTC timestamp: stored as NULL");
-            None
-        }
     }
 }
 

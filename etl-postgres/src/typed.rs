@@ -865,7 +865,7 @@ impl Values {
     }
 }
 
-fn micros_to_time(micros: i64) -> SystemTime {
+pub(crate) fn micros_to_time(micros: i64) -> SystemTime {
     let magnitude = Duration::from_micros(micros.unsigned_abs());
     if micros >= 0 {
         UNIX_EPOCH + magnitude

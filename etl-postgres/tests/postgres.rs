@@ -546,8 +546,10 @@ async fn an_update_time_that_does_not_read_is_kept_as_null_and_the_row_is_loaded
     let rows = [
         launch("a", "A", "yesterday"),
         launch("b", "B", "2026-11-02T00:00:00.1234567Z"),
+        // Another offset: the same instant in UTC.
+        launch("c", "C", "2026-11-01T02:00:00+02:00"),
     ];
-    assert_eq!(sink.load(&rows).await.unwrap(), 2);
+    assert_eq!(sink.load(&rows).await.unwrap(), 3);
     let stored: Vec<(String, Option<String>)> = admin
         .query(
             &format!(
@@ -569,6 +571,10 @@ async fn an_update_time_that_does_not_read_is_kept_as_null_and_the_row_is_loaded
             (
                 "b".to_string(),
                 Some("2026-11-02 00:00:00.123456".to_string())
+            ),
+            (
+                "c".to_string(),
+                Some("2026-11-01 00:00:00.000000".to_string())
             )
         ]
     );
