@@ -594,14 +594,14 @@ impl CanonicalSink for PostgresSink {
                 }
                 guard.settle(done)
             });
-            let (new, refused) = write.await.map_err(|e| EtlError::Database {
+            let (written, refused) = write.await.map_err(|e| EtlError::Database {
                 sqlstate: None,
                 message: format!("the write's task ended before the write: {e}"),
             })??;
             // The records a frozen schema refused are kept as rejects,
             // and counted: the run exits 3 for them.
             let kept = self.reject(&refused).await?;
-            Ok(Written::from(new).refusing(refused.len(), kept))
+            Ok(written.refusing(refused.len(), kept))
         }))
     }
 }

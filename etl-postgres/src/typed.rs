@@ -13,7 +13,7 @@ use etl_core::content::typed::{
 };
 use etl_core::content::write::{MergeKeys, Write};
 use etl_core::content::KeyedJson;
-use etl_core::{EtlError, Record, Reject};
+use etl_core::{EtlError, Record, Reject, Written};
 use tokio::sync::Mutex;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
@@ -243,13 +243,13 @@ impl Typed {
         client: &Client,
         records: &Records,
         made: Made,
-    ) -> Result<(usize, Vec<Reject>), EtlError> {
+    ) -> Result<(Written, Vec<Reject>), EtlError> {
         client
             .batch_execute("BEGIN")
             .await
             .map_err(|e| errors::from_pg_plain(&e))?;
         match self.write_in(client, records, made).await {
-            Ok((made, inserted)) => {
+            Ok((made, written)) => {
                 if let Err(e) = client.batch_execute("COMMIT").await {
                     self.forget().await;
                     return Err(errors::from_pg_plain(&e));
@@ -260,7 +260,7 @@ impl Typed {
                     state.schema = made.schema;
                 }
                 state.schema.set_exists(true);
-                Ok((inserted, made.batch.refused))
+                Ok((written, made.batch.refused))
             }
             Err(e) => {
                 // The schema in memory may hold columns that were never
@@ -283,7 +283,7 @@ impl Typed {
         client: &Client,
         records: &Records,
         mut made: Made,
-    ) -> Result<(Made, usize), EtlError> {
+    ) -> Result<(Made, Written), EtlError> {
         // Columns or tables to add are added by one writer at a time
         // (the schema row locked), against the schema as it is then.
         let mut lock = false;
@@ -325,14 +325,16 @@ impl Typed {
             .batch
             .insert(client, &made.schema, merged.is_some())
             .await?;
+        let mut written = Written::from(inserted);
         if let Some(merged) = merged {
             // Fewer went in than were merged: another writer's insert of
             // a key overtook this page's.
             if inserted < merged.insert.iter().filter(|&&i| i).count() {
                 return Err(merge::overtaken(self.table.as_str()));
             }
+            written = written.deleting(merged.deleted);
         }
-        Ok((made, inserted))
+        Ok((made, written))
     }
 
     /// Merges the batch's records into the family ([`merge::apply`]): a

@@ -51,6 +51,8 @@ pub struct Summary {
     pub rejected: usize,
     /// Rejected entries the rejects sink did not hold before this run.
     pub new_rejects: usize,
+    /// Rows taken out: a merge's records marked deleted.
+    pub deleted: usize,
 }
 
 /// Where a run stands after a page, for a progress display.
@@ -357,6 +359,7 @@ fn count_loaded<T>(
     done.new_rows += written.new;
     done.rejected += rejected;
     done.new_rejects += new_rejects + written.new_rejects;
+    done.deleted += written.deleted;
     tracing::info!(
         page = done.pages,
         rows,

@@ -97,6 +97,7 @@ mod tests {
                 new_rows: 20,
                 rejected: 2,
                 new_rejects: 1,
+                deleted: 0,
             },
             pages_total: Some(75),
             throttled: Duration::from_millis(2_429_400),

@@ -2098,6 +2098,7 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
     ];
     let output = run(file.clone()).await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains(", 1 deleted"), "{}", text(&output));
     let want = [
         "1 closed done,fixed",
         "3 open bug",

@@ -123,9 +123,16 @@ pub struct Written {
     pub refused: usize,
     /// Of those rejects, the ones its rejects store did not hold before.
     pub new_rejects: usize,
+    /// Rows the write took out: a merge's records marked deleted.
+    pub deleted: usize,
 }
 
 impl Written {
+    /// This write with `deleted` rows taken out.
+    pub fn deleting(self, deleted: usize) -> Self {
+        Written { deleted, ..self }
+    }
+
     /// This write with `refused` records refused, `new_rejects` of them new
     /// to the sink's rejects.
     pub fn refusing(self, refused: usize, new_rejects: usize) -> Self {
@@ -151,6 +158,7 @@ impl std::ops::AddAssign for Written {
         self.new += other.new;
         self.refused += other.refused;
         self.new_rejects += other.new_rejects;
+        self.deleted += other.deleted;
     }
 }
 

@@ -223,8 +223,12 @@ pub(crate) fn summary_line(
     } else {
         String::new()
     };
+    let deleted = match entry.deleted() {
+        0 => String::new(),
+        n => format!(", {n} deleted"),
+    };
     format!(
-        "done: {resource}{} pages, {} {noun} read, {} new rows written to {}{in_all}{rejected}{incremental}",
+        "done: {resource}{} pages, {} {noun} read, {} new rows written to {}{deleted}{in_all}{rejected}{incremental}",
         entry.pages(),
         entry.read(),
         entry.new(),
@@ -242,6 +246,7 @@ fn log_done(entry: &ResourceReport, named: bool) {
         pages = entry.pages(),
         read = entry.read(),
         new = entry.new(),
+        deleted = entry.deleted(),
         rejected = entry.rejects(),
         new_rejects = entry.new_rejects(),
         rows = place.held,

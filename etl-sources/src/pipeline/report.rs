@@ -55,6 +55,7 @@ pub struct ResourceReport {
     pub(crate) pages: u32,
     pub(crate) read: usize,
     pub(crate) new: usize,
+    pub(crate) deleted: usize,
     pub(crate) rejects: usize,
     pub(crate) new_rejects: usize,
     pub(crate) place: Option<Described>,
@@ -90,13 +91,19 @@ impl ResourceReport {
         self.new
     }
 
-    /// Records read that were not written: the output held them already
-    /// (or the run met them twice).
+    /// Rows taken out: a merge's records marked deleted
+    /// (`hard_delete`).
+    pub fn deleted(&self) -> usize {
+        self.deleted
+    }
+
+    /// Records read that changed nothing: the output held them already,
+    /// or (a merge) a newer version of their key.
     pub fn seen(&self) -> usize {
         // A sink of a user's own may count what it wrote differently: the
         // report never panics for it.
         if self.written {
-            self.read.saturating_sub(self.new)
+            self.read.saturating_sub(self.new + self.deleted)
         } else {
             0
         }

@@ -41,6 +41,7 @@ pub(crate) async fn load<S: Source>(
         pages: summary.pages,
         read: summary.rows,
         new: summary.new_rows,
+        deleted: summary.deleted,
         rejects: summary.rejected,
         new_rejects: summary.new_rejects,
         place: Some(table.describe().map_err(|e| e.to_string())?),
