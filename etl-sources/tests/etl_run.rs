@@ -2045,15 +2045,7 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
         "write = \"merge\"\nprimary_key = \"/number\"\nhard_delete = \"/deleted\"\n{}",
         pipeline(&server.uri(), Style::LinkHeader, "")
     );
-    let run = |file: String| {
-        let (dir, pg, table) = (dir.path().to_owned(), pg.clone(), table.clone());
-        async move {
-            etl_into_postgres(&dir, &file, (&pg, &table), &[])
-                .output()
-                .await
-                .unwrap()
-        }
-    };
+    let run = |file: String| run_into(dir.path().to_owned(), file, (pg.clone(), table.clone()));
     let read = |sql: String| {
         let client = &client;
         async move {
@@ -2284,15 +2276,7 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         "write = \"replace\"\n{}",
         pipeline(&server.uri(), Style::LinkHeader, "")
     );
-    let run = |file: String| {
-        let (dir, pg, table) = (dir.path().to_owned(), pg.clone(), table.clone());
-        async move {
-            etl_into_postgres(&dir, &file, (&pg, &table), &[])
-                .output()
-                .await
-                .unwrap()
-        }
-    };
+    let run = |file: String| run_into(dir.path().to_owned(), file, (pg.clone(), table.clone()));
     let count = |sql: String| {
         let client = &client;
         async move { client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
@@ -2465,6 +2449,15 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         .await
         .unwrap();
     drop_typed(&client, &table).await;
+}
+
+/// `etl run` of `file` (written to `dir` first) into the table `table` of
+/// the database `pg`, to its end.
+async fn run_into(dir: std::path::PathBuf, file: String, (pg, table): (String, String)) -> Output {
+    etl_into_postgres(&dir, &file, (&pg, &table), &[])
+        .output()
+        .await
+        .unwrap()
 }
 
 async fn postgres(table: &str) -> (String, tokio_postgres::Client) {

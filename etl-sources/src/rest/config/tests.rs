@@ -635,8 +635,16 @@ name = "b"
 #[test]
 fn the_known_keys_are_the_file_struct_s_fields() {
     let keys = keys();
-    assert_eq!(keys.len(), 23, "{keys:?}");
-    for key in ["name", "records", "resource", "from_parent", "concurrency"] {
+    assert_eq!(keys.len(), 26, "{keys:?}");
+    for key in [
+        "name",
+        "records",
+        "resource",
+        "from_parent",
+        "concurrency",
+        "write",
+        "hard_delete",
+    ] {
         assert!(keys.contains(&key), "{key}: {keys:?}");
     }
 }
