@@ -32,6 +32,10 @@
 //!   same, but each page is decoded and encoded again with Python's `json`
 //!   as it is asked for, as an API that makes its pages does (the server
 //!   then takes CPU of its own on the same two cores).
+//! - `dispositions_postgres`: the typed `etl run` of those records (served
+//!   by wiremock) under each `write`: an append into a new table, a
+//!   replace of a table holding them, a merge into a new table (median
+//!   of 3, alternated), each against the append.
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -74,7 +78,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -82,6 +86,7 @@ const SECTIONS: [&str; 7] = [
     "run_postgres",
     "run_delta",
     "overlap_postgres",
+    "dispositions_postgres",
 ];
 
 /// A typed sink of either output, and the wait for what its loads left
@@ -257,6 +262,11 @@ fn main() {
             "overlap_postgres" => {
                 if let Some(out) = Output::postgres("etl_bench_typed_overlap") {
                     overlap(&rt, &out, dir.path());
+                }
+            }
+            "dispositions_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_disposed") {
+                    dispositions(&rt, &out, dir.path());
                 }
             }
             other => panic!("unknown section {other}"),
@@ -779,6 +789,58 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
         "typed `etl run`: {:.1}x dlt's records/s",
         dlt_wall / typed_wall
     );
+}
+
+/// The whole `etl run` of the served issues under each write disposition,
+/// alternated, median of 3: an append into a new table; a replace of a
+/// table holding the same records (filled by a replace first, not timed);
+/// a merge into a new table (every record a new key).
+fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let server = rt.block_on(serve_issues());
+    let first = format!("{}/issues?page=1", server.uri());
+    let file = |name: &str, top: &str| next_url_pipeline(dir, name, "issues", &first, top);
+    let append = file("append.toml", "");
+    let replace = file("replace.toml", "write = \"replace\"\n");
+    let merge = file("merge.toml", "write = \"merge\"\n");
+    let etl = etl_bin();
+    let run = |file: &Path| {
+        let mut c = gnu_time::command(&etl);
+        c.arg("run").arg(file).args(out.args());
+        let timed = gnu_time::run(c);
+        assert!(
+            timed.stdout.contains(&format!("{RUN_RECORDS} new rows")),
+            "{}",
+            timed.stdout
+        );
+        (timed.wall, timed.max_rss_kb)
+    };
+    let (mut appended, mut replaced, mut merged) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        rt.block_on(out.drop());
+        appended.push(run(&append));
+        rt.block_on(out.drop());
+        run(&replace);
+        replaced.push(run(&replace));
+        rt.block_on(out.drop());
+        merged.push(run(&merge));
+        rt.block_on(out.drop());
+    }
+    println!("| {RUN_RECORDS} records, typed | wall (median of 3) | / append | peak RSS (max) |");
+    println!("|---|---:|---:|---:|");
+    let append_wall = median(appended.iter().map(|t| t.0).collect());
+    for (name, timed) in [
+        ("append, into a new table", &appended),
+        ("replace, of a table holding them", &replaced),
+        ("merge, into a new table", &merged),
+    ] {
+        let wall = median(timed.iter().map(|t| t.0).collect());
+        let rss = timed.iter().map(|t| t.1).max().unwrap_or(0);
+        println!(
+            "| {name} | {wall:.3} s | {:.2}x | {:.1} MB |",
+            wall / append_wall,
+            rss as f64 / 1000.0
+        );
+    }
 }
 
 /// One run of `benches/dlt_rest_api.py` from `first` into `out`'s
