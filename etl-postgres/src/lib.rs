@@ -601,6 +601,9 @@ impl CanonicalSink for PostgresSink {
             // The records a frozen schema refused are kept as rejects,
             // and counted: the run exits 3 for them.
             let kept = self.reject(&refused).await?;
+            if let Some(replacing) = &self.replacing {
+                replacing.staged(written.new);
+            }
             Ok(written.refusing(refused.len(), kept))
         }))
     }

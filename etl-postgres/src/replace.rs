@@ -10,6 +10,11 @@
 //! and renamed: a view, grant or index a user put on them stays (a view on
 //! a dropped table would have to be dropped with it).
 //!
+//! The copy's tables are `UNLOGGED`: the run's rows are written once, to
+//! the table, and to the write-ahead log only by the switch. A server
+//! that restarts during the run empties them; the switch then finds fewer
+//! rows than the run wrote, and refuses.
+//!
 //! A run that fails or is killed leaves the tables as they were. Its
 //! staging schema is held by a session-level advisory lock for as long as
 //! the run's connection lives; the next replace of the table drops every
@@ -38,6 +43,8 @@ pub(crate) struct Replacing {
     staging: String,
     /// The family's schema text when the staging copy was made of it.
     seeded: String,
+    /// Rows of the resource's table the run wrote into the copy.
+    written: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Replacing {
@@ -111,7 +118,7 @@ impl Replacing {
             );
             for t in stored.tables() {
                 sql.push_str(&format!(
-                    "CREATE TABLE {to}.{t} (LIKE {home}.{t} INCLUDING ALL);\n",
+                    "CREATE UNLOGGED TABLE {to}.{t} (LIKE {home}.{t} INCLUDING ALL);\n",
                     t = quote(t.name())
                 ));
             }
@@ -138,7 +145,14 @@ impl Replacing {
             options,
             staging,
             seeded,
+            written: std::sync::atomic::AtomicUsize::new(0),
         })
+    }
+
+    /// Notes `rows` more rows of the resource's table written to the copy.
+    pub(crate) fn staged(&self, rows: usize) {
+        self.written
+            .fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The staging schema the run's rows go to.
@@ -215,6 +229,29 @@ impl Replacing {
             .and_then(|r| r.try_get(0))
             .map_err(fail)?;
         let (before, after) = (self.parse(&self.seeded)?, self.parse(&text)?);
+        // Fewer rows than the run wrote: the server restarted and emptied
+        // the copy. (More: a write whose commit went in unanswered, then
+        // found its rows held when retried.)
+        let copied: i64 = client
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM {to}.{}",
+                    quote(after.tables()[0].name())
+                ),
+                &[],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(fail)?;
+        let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
+        if usize::try_from(copied).unwrap_or(0) < written {
+            return Err(EtlError::Database {
+                sqlstate: None,
+                message: format!(
+                    "table {name}: the replace's copy holds {copied} rows of the {written} the run wrote (a server restart empties it); the table is as it was: run again"
+                ),
+            });
+        }
         let mut sql = grow_sql(&after, &Shape::of(&before));
         let tables: Vec<String> = after.tables().iter().map(|t| quote(t.name())).collect();
         sql.push_str(&format!("TRUNCATE {};\n", tables.join(", ")));

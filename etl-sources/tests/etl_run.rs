@@ -2257,6 +2257,18 @@ async fn staging_schemas(client: &tokio_postgres::Client, table: &str) -> Vec<St
         .collect()
 }
 
+/// The rows a replace of `table` under way has staged; 0 when there is no
+/// replace (or it ended while it was looked at).
+async fn staged_rows(client: &tokio_postgres::Client, table: &str) -> i64 {
+    let Some(staging) = staging_schemas(client, table).await.first().cloned() else {
+        return 0;
+    };
+    client
+        .query_one(&format!("SELECT count(*) FROM \"{staging}\".{table}"), &[])
+        .await
+        .map_or(0, |r| r.get(0))
+}
+
 /// `write = "replace"` into PostgreSQL: while the run stages the new rows,
 /// readers see the old ones and are not held up; at the end the table and
 /// its child table hold exactly the run's records, in one switch that
@@ -2311,13 +2323,13 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     // Mid-run: the run's rows are staged, the table still holds the old.
     let mut seen_mid_run = false;
     for _ in 0..400 {
-        if let Some(staging) = staging_schemas(&client, &table).await.first() {
-            let staged = count(format!("SELECT count(*) FROM \"{staging}\".{table}")).await;
-            if staged > 0 {
-                assert_eq!(count(format!("SELECT count(*) FROM {table}")).await, 10);
-                seen_mid_run = true;
-                break;
-            }
+        // The table read first: if the run's rows are still staged after,
+        // the switch had not come when it was read.
+        let held = count(format!("SELECT count(*) FROM {table}")).await;
+        if staged_rows(&client, &table).await > 0 {
+            assert_eq!(held, 10);
+            seen_mid_run = true;
+            break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -2393,11 +2405,7 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     .spawn()
     .unwrap();
     for _ in 0..400 {
-        let staged = match staging_schemas(&client, &table).await.first() {
-            Some(staging) => count(format!("SELECT count(*) FROM \"{staging}\".{table}")).await,
-            None => 0,
-        };
-        if staged > 0 {
+        if staged_rows(&client, &table).await > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
