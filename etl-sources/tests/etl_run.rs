@@ -2152,6 +2152,79 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
     drop_typed(&client, &table).await;
 }
 
+/// A merge killed (SIGKILL) mid-run, then run again: the table equals a
+/// clean run's, each key once with its newest version and that version's
+/// child rows alone.
+#[tokio::test]
+#[ignore = "needs ETL_PG_URL: a PostgreSQL server"]
+async fn a_merge_killed_mid_run_then_run_again_leaves_what_a_clean_run_does() {
+    let table = format!("etl_merge_kill_{}", std::process::id());
+    let labels = format!("{table}__labels");
+    let (pg, client) = postgres(&table).await;
+    // Every key's old version first, its new one three pages later.
+    let versions: Vec<Value> = (1..=12)
+        .map(|k| issue(k, 10, "old", &["o"]))
+        .chain((1..=12).map(|k| issue(k, 20, "new", &["n1", "n2"])))
+        .collect();
+    let mut api = Api::new(Style::LinkHeader, versions);
+    api.delay = Duration::from_millis(150);
+    let slow = api.clone().serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = |uri: &str| {
+        format!(
+            "write = \"merge\"\nprimary_key = \"/number\"\n{}",
+            pipeline(uri, Style::LinkHeader, "")
+        )
+    };
+    let count = |sql: String| {
+        let client = &client;
+        async move {
+            client
+                .query_one(&sql, &[])
+                .await
+                .map_or(0, |r| r.get::<_, i64>(0))
+        }
+    };
+    let mut killed = etl_into_postgres(dir.path(), &file(&slow.uri()), (&pg, &table), &[])
+        .spawn()
+        .unwrap();
+    for _ in 0..400 {
+        if count(format!("SELECT count(*) FROM {table}")).await > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    killed.start_kill().unwrap();
+    killed.wait().await.unwrap();
+    let partial = count(format!("SELECT count(*) FROM {table} WHERE state = 'new'")).await;
+    assert!(partial < 12, "killed before the end ({partial} new)");
+
+    api.delay = Duration::ZERO;
+    let fast = api.clone().serve().await;
+    let output = run_into(
+        dir.path().to_owned(),
+        file(&fast.uri()),
+        (pg.clone(), table.clone()),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(count(format!("SELECT count(*) FROM {table}")).await, 12);
+    assert_eq!(
+        count(format!("SELECT count(*) FROM {table} WHERE state = 'new'")).await,
+        12
+    );
+    assert_eq!(count(format!("SELECT count(*) FROM {labels}")).await, 24);
+    assert_eq!(
+        count(format!(
+            "SELECT count(*) FROM {labels} l JOIN {table} t ON l._etl_parent_key = t._etl_key"
+        ))
+        .await,
+        24,
+        "every child row is its row's version's"
+    );
+    drop_typed(&client, &table).await;
+}
+
 /// Four writers merging overlapping versions of the same keys into one
 /// table at once: each key once, with its newest version and that
 /// version's child rows alone.
