@@ -401,13 +401,25 @@ impl PostgresSink {
     /// The newest `updated_at` of the table (a launch's `last_updated`;
     /// `None` when no row has one), in the API's form
     /// (`2026-11-12T12:00:00Z`): the cursor of an incremental load. One
-    /// look into the column's index, whatever the table holds.
+    /// look into the column's index, whatever the table holds. For a merge
+    /// table, the newest deletion remembered counts too.
     pub async fn newest_last_updated(&self) -> Result<Option<String>, EtlError> {
-        let sql = format!(
+        let mut sql = format!(
             "SELECT max({}) FROM {}",
             self.updated_column(),
             self.table.quoted()
         );
+        // A merge table's deletions count too: the newest version read may
+        // be one that took its row out. (A table name is an identifier of
+        // letters, digits and `_`: safe as a literal.)
+        if self.typed.as_ref().is_some_and(|t| t.merges()) {
+            sql = format!(
+                "SELECT max(t) FROM ({sql} UNION ALL SELECT max(updated_at) FROM {} \
+                 WHERE table_name = '{}') AS newest(t)",
+                typed::quote(merge::DELETED_TABLE),
+                self.table.as_str()
+            );
+        }
         let newest: Option<SystemTime> = one(self.query(&sql).await?)?;
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }

@@ -272,6 +272,11 @@ impl Typed {
         }
     }
 
+    /// Whether the family is written by merge.
+    pub(crate) fn merges(&self) -> bool {
+        matches!(self.options.write, Write::Merge(_))
+    }
+
     /// Forgets which stored schema the one in memory is: the next batch
     /// is made again as it is written, on the stored one.
     pub(crate) async fn forget(&self) {

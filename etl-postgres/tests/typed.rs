@@ -1040,3 +1040,40 @@ async fn the_versions_view_holds_each_version_and_when_it_held() {
     assert_eq!(read(sql).await, want);
     drop_family(&admin, &t).await;
 }
+
+/// A merge table's cursor counts the deletions it remembers: a deletion
+/// newer than every row is not read again by the next incremental run.
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_merge_tables_cursor_counts_its_deletions() {
+    use etl_core::content::write::{MergeKeys, Write};
+    let (admin, t) = fresh("mergecursor").await;
+    admin
+        .batch_execute(&format!(
+            "DO $$ BEGIN IF to_regclass('_etl_deleted') IS NOT NULL THEN \
+             DELETE FROM _etl_deleted WHERE table_name = '{t}'; END IF; END $$"
+        ))
+        .await
+        .unwrap();
+    let merge = Write::Merge(MergeKeys::new(["/id"]).hard_delete("/deleted"));
+    let options = SchemaOptions::postgres().write(merge);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let versions = [
+        json!({"id": 1, "updated_at": "2026-11-01T00:00:00Z"}),
+        json!({"id": 2, "updated_at": "2026-11-02T00:00:00Z"}),
+    ];
+    assert_eq!(sink.load(&docs(&versions)).await.unwrap(), 2);
+    let gone = [json!({"id": 2, "deleted": true, "updated_at": "2026-11-05T00:00:00Z"})];
+    assert_eq!(sink.load(&docs(&gone)).await.unwrap(), 0);
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        1
+    );
+    assert_eq!(
+        sink.newest_last_updated().await.unwrap().as_deref(),
+        Some("2026-11-05T00:00:00Z")
+    );
+    drop_family(&admin, &t).await;
+}
