@@ -2,7 +2,7 @@
 JSONL file (the filesystem destination): the peer that rest_throughput.rs
 measures `etl run` against.
 
-    python dlt_rest_api.py URL WORKDIR [list | family | family-parallel] [DESTINATION]
+    python dlt_rest_api.py URL WORKDIR [list | family | family-parallel] [DESTINATION] [merge]
 
 URL is the first page (`{"results": [...], "next": URL | null}`); dlt follows
 `next` (its json_link paginator) and writes the records as JSONL under
@@ -15,6 +15,10 @@ table under WORKDIR (the filesystem destination, `table_format="delta"`);
 line), schema `etl_bench_dlt`, which the caller drops between runs. Either
 way dlt's normaliser makes columns and child tables, as a typed `etl run`
 does.
+
+With `merge` (typed_scale.rs's `dispositions_postgres`), the resource is
+loaded with `write_disposition="merge"` and `primary_key="id"`: dlt's
+default merge strategy (delete-insert).
 
 With `family`, URL is the server's root: `parents` is one page of
 `{"id": n, "page": n}` records (not loaded), and `items` is read once for
@@ -75,6 +79,10 @@ def main() -> None:
     if dest == "delta":
         for resource in config["resources"]:
             resource["table_format"] = "delta"
+    if len(sys.argv) > 5 and sys.argv[5] == "merge":
+        for resource in config["resources"]:
+            resource["write_disposition"] = "merge"
+            resource["primary_key"] = "id"
     source = rest_api_source(config)
     if dest == "postgres":
         destination = dlt.destinations.postgres()

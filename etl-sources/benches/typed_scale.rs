@@ -841,6 +841,109 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
             rss as f64 / 1000.0
         );
     }
+    merge_against_dlt(rt, out, dir);
+}
+
+/// A merge of 100,000 records, half of them newer versions of rows the
+/// table holds and half new keys, into a table of the 100,000 before
+/// (filled by a merge, not timed): `etl run` against dlt 1.31's merge (its
+/// default strategy, `primary_key = "id"`) into the same database, each
+/// median of 3, when `ETL_BENCH_DLT_PYTHON` names a Python with dlt.
+fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let Output::Postgres { url, .. } = out else {
+        return;
+    };
+    let server = rt.block_on(MockServer::start());
+    let held = issues_in(0..RUN_RECORDS);
+    // The first half again, each a newer version; then as many new keys.
+    let newer = issues_in(0..RUN_RECORDS / 2).into_iter().map(|text| {
+        let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
+        record["updated_at"] = "2024-06-01T00:00:00Z".into();
+        record["state"] = "closed".into();
+        record.to_string()
+    });
+    let changed: Vec<String> = newer
+        .chain(issues_in(RUN_RECORDS..RUN_RECORDS * 3 / 2))
+        .collect();
+    rt.block_on(async {
+        mount_pages(&server, &held, "/held", &[RUN_RECORDS / RUN_PAGE]).await;
+        mount_pages(&server, &changed, "/changed", &[RUN_RECORDS / RUN_PAGE]).await;
+    });
+    let first = |at: &str| format!("{}/{at}?page=1", server.uri());
+    let file = |name: &str, at: &str| {
+        next_url_pipeline(dir, name, "issues", &first(at), "write = \"merge\"\n")
+    };
+    let (fill, merge) = (file("fill.toml", "held"), file("merge.toml", "changed"));
+    let etl = etl_bin();
+    let run = |file: &Path| {
+        let mut c = gnu_time::command(&etl);
+        c.arg("run").arg(file).args(out.args());
+        gnu_time::run(c)
+    };
+    let ours: Vec<f64> = (0..3)
+        .map(|_| {
+            rt.block_on(out.drop());
+            run(&fill);
+            let timed = run(&merge);
+            assert!(
+                timed.stdout.contains(&format!("{RUN_RECORDS} new rows")),
+                "{}",
+                timed.stdout
+            );
+            rt.block_on(out.drop());
+            timed.wall
+        })
+        .collect();
+    let ours = median(ours);
+    println!("\n| merge of {RUN_RECORDS} records into {RUN_RECORDS} (half newer versions) | wall (median of 3) |");
+    println!("|---|---:|");
+    println!("| `etl run`, `write = \"merge\"` | {ours:.3} s |");
+    let Ok(python) = std::env::var("ETL_BENCH_DLT_PYTHON") else {
+        println!("dlt skipped: set ETL_BENCH_DLT_PYTHON to a Python with dlt[deltalake,postgres]==1.31.0");
+        return;
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/dlt_rest_api.py");
+    let dlt: Vec<f64> = (0..3)
+        .map(|_| {
+            let work = tempfile::tempdir().unwrap();
+            rt.block_on(async {
+                client(url)
+                    .await
+                    .batch_execute("DROP SCHEMA IF EXISTS etl_bench_dlt CASCADE")
+                    .await
+                    .unwrap()
+            });
+            let dlt_run = |at: &str| {
+                let mut command = gnu_time::command(&python);
+                command
+                    .args([script, &first(at)])
+                    .arg(work.path())
+                    .args(["list", "postgres", "merge"])
+                    .env("RUNTIME__LOG_LEVEL", "WARNING")
+                    .env("DESTINATION__POSTGRES__CREDENTIALS", url);
+                let has_password = url
+                    .parse::<tokio_postgres::Config>()
+                    .is_ok_and(|c| c.get_password().is_some());
+                if !has_password {
+                    // As dlt_run: a password the trusting server ignores.
+                    command.env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+                }
+                gnu_time::run(command)
+            };
+            dlt_run("held");
+            let timed = dlt_run("changed");
+            assert_eq!(
+                timed.stdout.trim(),
+                RUN_RECORDS.to_string(),
+                "{}",
+                timed.stdout
+            );
+            timed.wall
+        })
+        .collect();
+    let dlt = median(dlt);
+    println!("| dlt 1.31 `rest_api`, `write_disposition = \"merge\"` | {dlt:.3} s |");
+    println!("\n`etl run` merge: {:.1}x dlt's records/s", dlt / ours);
 }
 
 /// One run of `benches/dlt_rest_api.py` from `first` into `out`'s
