@@ -35,6 +35,7 @@ mod filter;
 mod keys;
 mod location;
 mod log;
+mod replace;
 mod table;
 mod typed;
 
@@ -97,6 +98,9 @@ pub struct DeltaSink {
     /// The typed family the rows table is the resource's table of; `None`
     /// in the JSON shape.
     typed: Option<Typed>,
+    /// A replace under way ([`DeltaSink::open_replacing`]): `rows` and
+    /// `typed` are then its staging tables.
+    replacing: Option<replace::Replacing>,
 }
 
 impl DeltaSink {
@@ -125,6 +129,7 @@ impl DeltaSink {
             rejects_at,
             rejects: OnceCell::new(),
             typed: None,
+            replacing: None,
         })
     }
 
@@ -196,7 +201,81 @@ impl DeltaSink {
             rejects_at,
             rejects: OnceCell::new(),
             typed: Some(typed),
+            replacing: None,
         })
+    }
+
+    /// Opens the typed table family at `location` (as
+    /// [`DeltaSink::open_typed`] does) to replace its content with what
+    /// this sink loads, switched in by [`DeltaSink::finish`]. Until then
+    /// the family's tables hold what they held, and readers read it whole:
+    /// the loads go to staging tables, one in a directory of this sink's
+    /// own inside each table of the family (`etl-replacing-…`), whose data
+    /// files the switch commits as they are, removing the old ones. A
+    /// sink dropped without its `finish` (a failed or killed run) leaves
+    /// the family as it was; its staged files are no table's, and a
+    /// VACUUM removes them.
+    ///
+    /// The switch is one commit a table, the child tables first, then the
+    /// resource's: Delta commits one table at a time, so a process killed
+    /// during the switch leaves some child tables new until the next
+    /// replace. It is refused, switching nothing, when another writer
+    /// changed the family's schema since this sink opened.
+    ///
+    /// Fails with [`EtlError::InvalidInput`] when the table exists in the
+    /// JSON shape or is written otherwise than by replace (the schema
+    /// stored with the family says how: [`SchemaOptions::write`]).
+    ///
+    /// ```no_run
+    /// use etl_core::content::typed::SchemaOptions;
+    /// use etl_core::content::write::Write;
+    /// use etl_core::Sink;
+    /// use etl_delta::DeltaSink;
+    /// # #[derive(serde::Serialize)]
+    /// # struct Plan { id: u64, name: String }
+    /// # impl etl_core::Record for Plan {
+    /// #     const ID_COLUMN: &'static str = "record_id";
+    /// #     fn record_id(&self) -> Option<String> { Some(self.id.to_string()) }
+    /// #     fn updated_at(&self) -> Option<String> { None }
+    /// # }
+    ///
+    /// # async fn run() -> Result<(), etl_core::EtlError> {
+    /// let options = SchemaOptions { write: Write::Replace, ..SchemaOptions::default() };
+    /// let plans = DeltaSink::open_replacing::<Plan>("lake/plans", "plans", options).await?;
+    /// plans.load(&[Plan { id: 1, name: "Pro".into() }]).await?;
+    /// // The table still holds the plans it held.
+    /// plans.finish().await?;
+    /// // Now it holds the one plan loaded.
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open_replacing<T: Record>(
+        location: &str,
+        name: &str,
+        options: SchemaOptions,
+    ) -> Result<Self, EtlError> {
+        let at = Location::parse(location)?;
+        let rejects_at = at.rejects()?;
+        let (replacing, rows, typed) = replace::Replacing::open(at, name, options).await?;
+        Ok(DeltaSink {
+            rows,
+            rejects_at,
+            rejects: OnceCell::new(),
+            typed: Some(typed),
+            replacing: Some(replacing),
+        })
+    }
+
+    /// Ends a sink's loads. For a sink of [`DeltaSink::open_replacing`],
+    /// switches what it loaded in as the family's content (an empty
+    /// replace empties the tables); for any other, only waits for its
+    /// checkpoints ([`DeltaSink::settle`]).
+    pub async fn finish(&self) -> Result<(), EtlError> {
+        self.settle().await;
+        match (&self.replacing, &self.typed) {
+            (Some(replacing), Some(typed)) => replacing.switch(&self.rows, typed).await,
+            _ => Ok(()),
+        }
     }
 
     /// The schema of the typed family at `location` (as
@@ -250,7 +329,10 @@ impl DeltaSink {
 
     /// Where the rows go, as given to [`DeltaSink::open_as`].
     pub fn location(&self) -> &str {
-        self.rows.shown()
+        match &self.replacing {
+            Some(replacing) => replacing.shown(),
+            None => self.rows.shown(),
+        }
     }
 
     /// Where the rejects go: the location with `_rejects` added.

@@ -137,6 +137,13 @@ impl Location {
         let trimmed = self.shown.trim_end_matches('/');
         Self::parse(&format!("{trimmed}{suffix}"))
     }
+
+    /// A table in the directory `dir` inside this one: a replace's staging
+    /// table, whose files the table's own log then takes as they are.
+    pub fn inside(&self, dir: &str) -> Result<Self, EtlError> {
+        let trimmed = self.shown.trim_end_matches('/');
+        Self::parse(&format!("{trimmed}/{dir}"))
+    }
 }
 
 /// Creates and removes a file in `dir`: the one sure test of a

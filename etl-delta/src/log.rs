@@ -9,7 +9,7 @@
 //! the files it added needs none of that.
 
 use deltalake::kernel::transaction::CommitData;
-use deltalake::kernel::{Action, Add, Metadata, Transaction, Version};
+use deltalake::kernel::{Action, Add, Metadata, Remove, Transaction, Version};
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::logstore::{CommitOrBytes, LogStore};
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -23,20 +23,39 @@ use crate::keys::DataFile;
 /// Where a table's log lives, below its root.
 const LOG_FOLDER: &str = "_delta_log";
 
-/// Writes `adds`, `metadata` (a new schema) and the shared `txn` as the log
-/// entry of `version`. Fails with `VersionAlreadyExists` when another
-/// writer's entry holds that version: nothing of ours is then in the log.
+/// What one log entry changes: the files it adds and removes, and the
+/// table's new metadata (a new schema), if any.
+pub(crate) struct Entry<'a> {
+    pub adds: &'a [Add],
+    /// Files no longer part of the table: with any, the entry is an
+    /// overwrite (a replace's switch), not an append.
+    pub removes: &'a [Remove],
+    pub metadata: Option<Metadata>,
+}
+
+/// Writes `entry` and the shared `txn` as the log entry of `version`.
+/// Fails with `VersionAlreadyExists` when another writer's entry holds
+/// that version: nothing of ours is then in the log.
 pub(crate) async fn append(
     log_store: &dyn LogStore,
     version: Version,
-    adds: &[Add],
+    entry: Entry<'_>,
     txn: Transaction,
-    metadata: Option<Metadata>,
 ) -> Result<(), DeltaTableError> {
+    let Entry {
+        adds,
+        removes,
+        metadata,
+    } = entry;
     let mut actions: Vec<Action> = metadata.map(Action::Metadata).into_iter().collect();
+    actions.extend(removes.iter().cloned().map(Action::Remove));
     actions.extend(adds.iter().cloned().map(Action::Add));
+    let mode = match removes.is_empty() {
+        true => SaveMode::Append,
+        false => SaveMode::Overwrite,
+    };
     let operation = DeltaOperation::Write {
-        mode: SaveMode::Append,
+        mode,
         partition_by: None,
         predicate: None,
     };

@@ -19,7 +19,7 @@ use deltalake::arrow::error::ArrowError;
 use deltalake::checkpoints;
 use deltalake::kernel::transaction::PROTOCOL;
 use deltalake::kernel::{
-    Add, Metadata, MetadataExt, StructField, StructType, Transaction, Version,
+    Add, Metadata, MetadataExt, Remove, StructField, StructType, Transaction, Version,
 };
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::operations::create::CreateBuilder;
@@ -137,6 +137,9 @@ struct State {
     /// writer's next work, and hands back the table read up to its
     /// version ([`State::settle`]).
     checkpointing: Option<JoinHandle<Option<DeltaTable>>>,
+    /// The files this writer committed, kept for a staging table's
+    /// switch ([`KeyedTable::keep_adds`]); `None` for any other table.
+    kept: Option<Vec<Add>>,
 }
 
 impl std::fmt::Debug for KeyedTable {
@@ -193,6 +196,7 @@ impl KeyedTable {
             index: KeyIndex::default(),
             next_txn: 0,
             checkpointing: None,
+            kept: None,
         };
         state.sync(&columns, &shown).await?;
         state.read_txn(&shown).await?;
@@ -276,7 +280,7 @@ impl KeyedTable {
                 )
                 .await?;
             let at = state.version;
-            match state.commit(&adds, metadata).await {
+            match state.commit(&adds, &[], metadata).await {
                 Ok(()) => {
                     state.note_written(&adds, keys, &fresh);
                     return Ok(Some(fresh.len()));
@@ -356,6 +360,78 @@ impl KeyedTable {
     pub async fn discard(&self, staged: Option<Staged>) {
         let store = self.store().await;
         discard(&store, staged).await;
+    }
+
+    /// Keeps, from now on, the files this writer commits, for
+    /// [`KeyedTable::kept`]: a replace's staging table, which only its
+    /// own writer writes.
+    pub async fn keep_adds(&self) {
+        self.state.lock().await.kept.get_or_insert_with(Vec::new);
+    }
+
+    /// The files this writer committed since [`KeyedTable::keep_adds`].
+    pub async fn kept(&self) -> Vec<Add> {
+        self.state.lock().await.kept.clone().unwrap_or_default()
+    }
+
+    /// Replaces the table's content with the files `adds` (already
+    /// written, their paths relative to this table), and its columns with
+    /// `fields` added, in one commit that removes every file the table
+    /// holds when it goes in: a reader sees the old content whole, then the
+    /// new whole. A writer's commit that goes in first is removed too.
+    /// Refused, committing nothing, when the table no longer agrees with
+    /// `basis` (another writer changed its columns or schema text since
+    /// the replace began).
+    pub async fn switch(
+        &self,
+        adds: &[Add],
+        fields: &[StructField],
+        basis: Basis<'_>,
+    ) -> Result<(), EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        state.settle().await;
+        for _ in 0..MAX_RACES {
+            state.refresh(&self.columns, shown).await?;
+            if basis.moved(&state.schema, fields) {
+                return Err(EtlError::InvalidInput(format!(
+                    "Delta table {shown}: another writer changed its columns while this run replaced it; the table keeps what it held: run again"
+                )));
+            }
+            let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
+                .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
+            let metadata = match grown {
+                Some(schema) => Some(
+                    state
+                        .metadata
+                        .clone()
+                        .with_schema(&schema)
+                        .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
+                ),
+                None => None,
+            };
+            let removes: Vec<Remove> = state
+                .table
+                .snapshot()
+                .map_err(|e| from_delta(e, "reading the log", shown))?
+                .log_data()
+                .iter()
+                .map(|f| f.remove_action(true))
+                .collect();
+            match state.commit(adds, &removes, metadata).await {
+                Ok(()) => {
+                    state.settle().await;
+                    return Ok(());
+                }
+                Err(e) if lost_race(&e) => {
+                    tracing::debug!(table = shown, error = %e, "lost a commit race; replacing again");
+                }
+                Err(e) => return Err(from_delta(e, "committing", shown)),
+            }
+        }
+        Err(EtlError::Network(format!(
+            "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
+        )))
     }
 
     /// Which of the entries with `keys` the table does not hold (the index
@@ -635,20 +711,29 @@ impl State {
         Ok(())
     }
 
-    /// Commits `adds` (and `metadata`, a new schema) with the next version
-    /// of the shared `txn` as the version after [`State::version`], and
-    /// writes a checkpoint where one is due.
+    /// Commits `adds` and `removes` (and `metadata`, a new schema) with the
+    /// next version of the shared `txn` as the version after
+    /// [`State::version`], and writes a checkpoint where one is due.
     async fn commit(
         &mut self,
         adds: &[Add],
+        removes: &[Remove],
         metadata: Option<Metadata>,
     ) -> Result<(), DeltaTableError> {
         let log_store = self.table.log_store();
         let version = self.version + 1;
         let txn = Transaction::new(APP_ID, self.next_txn);
-        log::append(log_store.as_ref(), version, adds, txn, metadata.clone()).await?;
+        let entry = log::Entry {
+            adds,
+            removes,
+            metadata: metadata.clone(),
+        };
+        log::append(log_store.as_ref(), version, entry, txn).await?;
         self.version = version;
         self.next_txn += 1;
+        if let Some(kept) = &mut self.kept {
+            kept.extend(adds.iter().cloned());
+        }
         if let Some(metadata) = metadata {
             self.schema = metadata.parse_schema()?;
             self.metadata = metadata;

@@ -24,7 +24,7 @@
 use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::error::ArrowError;
-use deltalake::kernel::{DataType, MetadataValue, StructField, StructType};
+use deltalake::kernel::{Add, DataType, MetadataValue, StructField, StructType};
 use etl_core::content::typed::{
     loader, update_micros, Column, ColumnType, Schema, SchemaOptions, ShredError,
 };
@@ -64,6 +64,9 @@ const LIST_KEY: &str = "etl.list";
 /// sink's own.
 pub(crate) struct Typed {
     at: Location,
+    /// A replace's staging directory: the family's tables are then staged
+    /// in this directory inside each of its tables ([`crate::replace`]).
+    stage: Option<String>,
     options: SchemaOptions,
     state: Mutex<State>,
     /// A test's writer that stops as if killed between its commits: the
@@ -222,7 +225,7 @@ fn held_column(field: &StructField) -> Option<Column> {
 
 /// Where a table's child table is: beside it, its name's part past the
 /// resource's name added (`lake/issues` -> `lake/issues__labels`).
-fn child_suffix(schema: &Schema, at: usize) -> String {
+pub(crate) fn child_suffix(schema: &Schema, at: usize) -> String {
     let root = schema.tables()[0].name();
     let name = schema.tables()[at].name();
     match name.strip_prefix(root) {
@@ -274,11 +277,34 @@ impl Typed {
         };
         Ok(Typed {
             at,
+            stage: None,
             options,
             state: Mutex::new(state),
             #[cfg(test)]
             killed_before_root: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// This family, opened on a replace's staging table of the resource
+    /// (`at` naming the family's own resource table), staged in the
+    /// directory `stage` inside each table of the family; `exists`:
+    /// whether the family held rows before the replace (a frozen contract
+    /// holds to what it holds).
+    pub(crate) fn staged(mut self, at: Location, stage: String, exists: bool) -> Self {
+        let state = self.state.get_mut();
+        state.exists = exists;
+        state.schema.set_exists(exists);
+        self.at = at;
+        self.stage = Some(stage);
+        self
+    }
+
+    /// The files the staging table of the child table `name` committed
+    /// and its columns, if this replace staged any row in it.
+    pub(crate) async fn staged_child(&self, name: &str) -> Option<(Vec<Add>, StructType)> {
+        let state = self.state.lock().await;
+        let table = state.children.get(name)?;
+        Some((table.kept().await, table.schema().await))
     }
 
     /// Waits for the checkpoints the child tables' last commits made due.
@@ -580,9 +606,17 @@ impl Typed {
             Entry::Occupied(open) => open.into_mut(),
             Entry::Vacant(slot) => {
                 let place = self.at.beside(&child_suffix(&state.schema, at))?;
+                let place = match &self.stage {
+                    Some(stage) => place.inside(stage)?,
+                    None => place,
+                };
                 let fields = table_fields(&state.schema, at, None);
                 let columns = Columns::growing(fields, loader::CHILD_COLUMNS.len());
-                slot.insert(KeyedTable::open(place, columns).await?)
+                let table = KeyedTable::open(place, columns).await?;
+                if self.stage.is_some() {
+                    table.keep_adds().await;
+                }
+                slot.insert(table)
             }
         };
         Ok(table)

@@ -525,3 +525,239 @@ async fn bad_delta_locations_exit_2_naming_them_before_any_request() {
     assert!(stderr.contains("s3://bucket/t"), "{stderr}");
     assert_eq!(server.requests(), 0, "nothing was requested");
 }
+
+/// What the Python `deltalake` package reads of a replaced family `items`
+/// and `items__labels`: its rows, its child rows, the version of the
+/// resource's table, and the labels of the records with ids 1 to 3 (with
+/// their `extra` member, where the table has the column).
+const READ_FAMILY: &str = r#"
+import json, os, sys
+from deltalake import DeltaTable, QueryBuilder
+root = sys.argv[1]
+dt = DeltaTable(root)
+q = QueryBuilder().register("t", dt)
+count = lambda t: q.execute(f"select count(*) as n from {t}").read_all().column("n").to_pylist()[0]
+out = {"version": dt.version(), "rows": count("t"), "labels": 0, "names": []}
+if os.path.isdir(os.path.join(root + "__labels", "_delta_log")):
+    q.register("l", DeltaTable(root + "__labels"))
+    out["labels"] = count("l")
+    extra = "t.extra" if "extra" in [f.name for f in dt.schema().fields] else "null"
+    names = q.execute(f"select t.id, l.name, {extra} as extra from t join l on l._etl_parent_key = t._etl_key "
+                      "where t.id <= 3 order by t.id, l.name").read_all()
+    out["names"] = list(zip(*(names.column(c).to_pylist() for c in ["id", "name", "extra"])))
+print(json.dumps(out))
+"#;
+
+/// What [`READ_FAMILY`] reads.
+#[derive(Debug, serde::Deserialize)]
+struct Family {
+    version: u64,
+    rows: usize,
+    labels: usize,
+    names: Vec<(i64, String, Option<bool>)>,
+}
+
+fn read_family(table: &Path) -> Family {
+    serde_json::from_str(&python(READ_FAMILY, table)).unwrap()
+}
+
+/// Whether a replace under way has staged a page in `table`: a commit
+/// past the staging table's creation.
+fn staged_a_page(table: &Path) -> bool {
+    std::fs::read_dir(table).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("etl-replacing-")
+                && e.path()
+                    .join("_delta_log/00000000000000000001.json")
+                    .exists()
+        })
+    })
+}
+
+/// The data files under `table`'s replace staging directories.
+fn staged_files(table: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(table) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("etl-replacing-")
+        })
+        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".parquet"))
+        .count()
+}
+
+/// `write = "replace"` into Delta: while the run stages, a reader reads
+/// the old content at the old version; at the end the table and its child
+/// table hold exactly the run's records; a run that fails, or is killed
+/// once it staged rows, leaves the old content; an empty run empties both
+/// tables; a full VACUUM then removes every staged file; the table says
+/// how it is written, and a run that would append to it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_leaves_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("items");
+    let mut api = Api::new(Style::LinkHeader, api::labelled(10, &["a", "b"]));
+    api.page_size = 2;
+    let server = api.clone().serve().await;
+    let file = dir.path().join("items.toml");
+    let text = format!(
+        "write = \"replace\"\n{}",
+        pipeline(&server.uri(), Style::LinkHeader, "")
+    );
+    let run_with = |text: String| {
+        std::fs::write(&file, text).unwrap();
+        etl_run(&file, &table)
+    };
+    let output = run_with(text.clone()).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    let first = read_family(&table);
+    assert_eq!((first.rows, first.labels), (10, 20), "{first:?}");
+
+    // Upstream: nine records left, one relabelled, one with a member of
+    // its own; pages slow enough to read the table mid-run.
+    {
+        let mut held = api.items.lock().unwrap();
+        *held = api::labelled(9, &["c"]);
+        held[1]["labels"] = serde_json::json!([{"name": "d"}, {"name": "e"}]);
+        held[2]["extra"] = serde_json::json!(true);
+    }
+    api.delay = Duration::from_millis(500);
+    let slow = api.clone().serve().await;
+    let running = spawn(&mut run_with(text.replace(&server.uri(), &slow.uri())));
+    let mut seen_mid_run = false;
+    for _ in 0..400 {
+        if staged_a_page(&table) {
+            let read = read_family(&table);
+            // Read while the run was still staging: the old content whole.
+            if last_version(&table) == first.version {
+                assert_eq!(read.version, first.version, "{read:?}");
+                assert_eq!((read.rows, read.labels), (10, 20), "{read:?}");
+                seen_mid_run = true;
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let output = running.wait_with_output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    assert!(
+        seen_mid_run,
+        "the table was never read while the run staged"
+    );
+    let second = read_family(&table);
+    assert_eq!((second.rows, second.labels), (9, 10), "{second:?}");
+    assert_eq!(second.version, first.version + 1, "one commit: {second:?}");
+    assert_eq!(
+        second.names,
+        [
+            (1, "c".to_owned(), None),
+            (2, "d".to_owned(), None),
+            (2, "e".to_owned(), None),
+            (3, "c".to_owned(), Some(true)),
+        ]
+    );
+    assert!(!staged_a_page(&table), "the staging log is gone");
+
+    // A run that fails after its first page: the tables are as they were.
+    api.delay = Duration::ZERO;
+    api.script_from = 1;
+    api.script
+        .lock()
+        .unwrap()
+        .push_back(wiremock::ResponseTemplate::new(200).set_body_string("<html>oops</html>"));
+    let failing = api.clone().serve().await;
+    let output = run_with(text.replace(&server.uri(), &failing.uri()))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", common::text(&output));
+    let read = read_family(&table);
+    assert_eq!(
+        (read.version, read.rows, read.labels),
+        (second.version, 9, 10)
+    );
+
+    // A run killed (SIGKILL) once it staged rows: the same.
+    api.delay = Duration::from_millis(500);
+    api.script.lock().unwrap().clear();
+    let slow = api.clone().serve().await;
+    let mut killed = spawn(&mut run_with(text.replace(&server.uri(), &slow.uri())));
+    for _ in 0..400 {
+        if staged_a_page(&table) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    killed.start_kill().unwrap();
+    killed.wait().await.unwrap();
+    let read = read_family(&table);
+    assert_eq!(
+        (read.version, read.rows, read.labels),
+        (second.version, 9, 10)
+    );
+    assert!(staged_files(&table) > 0, "the killed run's files are left");
+
+    // A run that reads nothing empties both tables.
+    api.delay = Duration::ZERO;
+    api.items.lock().unwrap().clear();
+    let output = run_with(text.clone()).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    let empty = read_family(&table);
+    assert_eq!((empty.rows, empty.labels), (0, 0), "{empty:?}");
+
+    // A full VACUUM removes what the replaces staged: the failed and the
+    // killed runs' files, and those the later replaces removed.
+    for at in [&table, &dir.path().join("items__labels")] {
+        python(VACUUM_FULL, at);
+    }
+    assert_eq!(staged_files(&table), 0);
+    assert_eq!(read_family(&table).rows, 0);
+
+    // The table knows how it is written: `etl schema` says so, and a file
+    // that would append to it is refused before any request.
+    let schema = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("schema")
+        .arg(&file)
+        .arg("--out")
+        .arg(format!("delta:{}", table.display()))
+        .args(["--format", "text"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(schema.status.code(), Some(0), "{}", common::text(&schema));
+    assert!(
+        stdout(&schema).contains("\n  write: replace\n"),
+        "{}",
+        common::text(&schema)
+    );
+    let before = api.requests();
+    let output = run_with(text.replace("write = \"replace\"\n", ""))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", common::text(&output));
+    assert!(
+        common::text(&output).contains(
+            "it is written by `write = \"replace\"`, and the run asks for `write = \"append\"`"
+        ),
+        "{}",
+        common::text(&output)
+    );
+    assert_eq!(api.requests(), before, "refused before any request");
+}
+
+/// A VACUUM that keeps nothing old and looks at every file (`full`), not
+/// only at those the log removed.
+const VACUUM_FULL: &str = r#"
+import sys
+from deltalake import DeltaTable
+print(DeltaTable(sys.argv[1]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True))
+"#;

@@ -6,7 +6,7 @@
 mod api;
 mod common;
 
-use api::{items, pipeline, Api, Stamps, Style};
+use api::{items, labelled, pipeline, Api, Stamps, Style};
 use common::{records, text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -2302,17 +2302,6 @@ async fn four_writers_merging_at_once_leave_each_key_once_with_its_newest_versio
         .get(0);
     assert_eq!(children, 48, "no child row of a replaced version is left");
     drop_typed(&client, &table).await;
-}
-
-/// Records with a child list, for replace: `n` of them, `labels` each.
-fn labelled(n: usize, labels: &[&str]) -> Vec<Value> {
-    (1..=n)
-        .map(|i| {
-            json!({"id": i, "name": format!("item {i}"),
-                   "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
-                   "updated_at": format!("2026-11-01T00:00:{:02}Z", i % 60)})
-        })
-        .collect()
 }
 
 /// The staging schemas of replaces of `table` left in the database.

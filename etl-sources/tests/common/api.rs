@@ -85,6 +85,17 @@ pub struct Api {
     pub arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
+/// Records with a child list, for replace: `n` of them, `labels` each.
+pub fn labelled(n: usize, labels: &[&str]) -> Vec<Value> {
+    (1..=n)
+        .map(|i| {
+            json!({"id": i, "name": format!("item {i}"),
+                   "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+                   "updated_at": format!("2026-11-01T00:00:{:02}Z", i % 60)})
+        })
+        .collect()
+}
+
 /// `n` items, ids 1..=n, updated at distinct times.
 pub fn items(n: usize) -> Vec<Value> {
     (1..=n)

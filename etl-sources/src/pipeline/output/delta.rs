@@ -7,17 +7,19 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, ParentCursorsFuture, RecordFuture, SettleFuture, Target};
+use super::{
+    CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, SettleFuture, Target,
+};
 use etl_core::content::write::Write;
 
-/// Refuses what this release does not write into Delta yet (merge and
-/// replace): a file asking for them never loads as an append.
+/// Refuses what this release does not write into Delta yet (merge): a
+/// file asking for it never loads as an append.
 fn unbuilt(write: &Write) -> Result<(), EtlError> {
     match write {
-        Write::Append => Ok(()),
-        other => Err(EtlError::InvalidInput(format!(
-            "`write = \"{other}\"` into a Delta table is not available in this release; the table was not touched"
+        Write::Merge(_) => Err(EtlError::InvalidInput(format!(
+            "`write = \"{write}\"` into a Delta table is not available in this release; the table was not touched"
         ))),
+        _ => Ok(()),
     }
 }
 use crate::rest::TableShape;
@@ -35,15 +37,24 @@ impl Store for DeltaSink {
         let location = place(location, &target);
         let (name, shape) = (target.resource.to_owned(), target.shape.clone());
         let unbuilt = unbuilt(target.write);
+        let replace = *target.write == Write::Replace;
         async move {
             unbuilt?;
             match shape {
                 TableShape::Json => DeltaSink::open_as::<T>(&location).await,
+                TableShape::Typed(options) if replace => {
+                    DeltaSink::open_replacing::<T>(&location, &name, options).await
+                }
                 TableShape::Typed(options) => {
                     DeltaSink::open_typed::<T>(&location, &name, options).await
                 }
             }
         }
+    }
+
+    /// A replace's switch ([`DeltaSink::finish`]).
+    fn finish(&self) -> FinishFuture<'_> {
+        DeltaSink::finish(self).boxed()
     }
 
     /// The newest `updated_at` in the log's file statistics.
