@@ -240,7 +240,7 @@ impl DeltaSink {
     /// # }
     ///
     /// # async fn run() -> Result<(), etl_core::EtlError> {
-    /// let options = SchemaOptions { write: Write::Replace, ..SchemaOptions::default() };
+    /// let options = SchemaOptions::default().write(Write::Replace);
     /// let plans = DeltaSink::open_replacing::<Plan>("lake/plans", "plans", options).await?;
     /// plans.load(&[Plan { id: 1, name: "Pro".into() }]).await?;
     /// // The table still holds the plans it held.

@@ -6,9 +6,12 @@
 
 mod common;
 
-use common::{launches, stored_keys};
-use etl_core::Sink;
+use common::{launches, stored_keys, stored_values};
+use etl_core::content::typed::SchemaOptions;
+use etl_core::content::write::Write;
+use etl_core::{Row, Sink};
 use etl_delta::DeltaSink;
+use futures_util::TryStreamExt;
 
 fn table_url(name: &str) -> String {
     let base = std::env::var("ETL_DELTA_S3_URL")
@@ -70,4 +73,56 @@ async fn no_secret_reaches_an_error() {
         "{message}"
     );
     assert!(!message.contains(&secret), "{message}");
+}
+
+/// A replace on S3: the table holds the first run's rows until the second
+/// run's switch, then exactly the second's, read through the paths the
+/// switch committed (inside the table's staging directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_S3_URL and an S3-compatible server"]
+async fn a_replace_on_s3_switches_in_what_it_loaded() {
+    let at = table_url("replaced");
+    let url = url::Url::parse(&at).unwrap();
+    let options = SchemaOptions::default().write(Write::Replace);
+    let replace = |rows: Vec<Row>| {
+        let (at, options) = (at.clone(), options.clone());
+        async move {
+            let sink = DeltaSink::open_replacing::<Row>(&at, "launches", options)
+                .await
+                .unwrap();
+            for page in rows.chunks(20) {
+                sink.load(page).await.unwrap();
+            }
+            sink
+        }
+    };
+    replace(launches(0..50)).await.finish().await.unwrap();
+    let first = stored_values(&url, "_etl_id").await;
+    assert_eq!(first.len(), 50);
+
+    let second = replace(launches(30..70)).await;
+    assert_eq!(
+        stored_values(&url, "_etl_id").await,
+        first,
+        "before its switch, the table holds what it held"
+    );
+    second.finish().await.unwrap();
+    let held = stored_values(&url, "_etl_id").await;
+    assert_eq!(held.len(), 40);
+    assert!(held.values().all(|&n| n == 1), "a row twice: {held:?}");
+    assert!(held.contains_key("launch-30") && held.contains_key("launch-69"));
+    assert!(!held.contains_key("launch-0"));
+    // The staging tables' logs are gone; their data files are the table's.
+    let store = deltalake::open_table(url).await.unwrap().object_store();
+    let objects: Vec<_> = store.list(None).try_collect().await.unwrap();
+    let logs = objects
+        .iter()
+        .filter(|o| o.location.as_ref().contains("etl-replacing-"))
+        .filter(|o| o.location.as_ref().contains("_delta_log"))
+        .count();
+    assert_eq!(logs, 0, "{objects:?}");
+    assert!(objects
+        .iter()
+        .any(|o| o.location.as_ref().starts_with("etl-replacing-")
+            && o.location.as_ref().ends_with(".parquet")));
 }

@@ -32,10 +32,11 @@
 //!   same, but each page is decoded and encoded again with Python's `json`
 //!   as it is asked for, as an API that makes its pages does (the server
 //!   then takes CPU of its own on the same two cores).
-//! - `dispositions_postgres`: the typed `etl run` of those records (served
-//!   by wiremock) under each `write`: an append into a new table, a
-//!   replace of a table holding them, a merge into a new table (median
-//!   of 3, alternated), each against the append.
+//! - `dispositions_postgres`, `dispositions_delta`: the typed `etl run` of
+//!   those records (served by wiremock) under each `write`: an append into
+//!   a new table, a replace of a table holding them, a merge into a new
+//!   table (PostgreSQL only; median of 3, alternated), each against the
+//!   append.
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -78,7 +79,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -87,6 +88,7 @@ const SECTIONS: [&str; 8] = [
     "run_delta",
     "overlap_postgres",
     "dispositions_postgres",
+    "dispositions_delta",
 ];
 
 /// A typed sink of either output, and the wait for what its loads left
@@ -159,10 +161,11 @@ impl Output {
     }
 
     /// Removes the table family (PostgreSQL: its tables, views and schema
-    /// row; Delta: nothing, each section's directory is new).
+    /// row; Delta: the directories of its tables and rejects).
     async fn drop(&self) {
-        let Output::Postgres { url, table } = self else {
-            return;
+        let (url, table) = match self {
+            Output::Postgres { url, table } => (url, table),
+            Output::Delta { dir } => return drop_delta_family(Path::new(dir)),
         };
         client(url)
             .await
@@ -220,6 +223,24 @@ impl Output {
     }
 }
 
+/// Removes the Delta table at `table`, its child tables and its rejects
+/// table (the directories beside it named after it).
+fn drop_delta_family(table: &Path) {
+    let (Some(parent), Some(name)) = (table.parent(), table.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let found = entry.file_name().to_string_lossy().into_owned();
+        if found == name
+            || found.starts_with(&format!("{name}__"))
+            || found == format!("{name}_rejects")
+        {
+            std::fs::remove_dir_all(entry.path()).unwrap();
+        }
+    }
+}
+
 /// A connection to the PostgreSQL at `url`.
 async fn client(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -269,6 +290,7 @@ fn main() {
                     dispositions(&rt, &out, dir.path());
                 }
             }
+            "dispositions_delta" => dispositions(&rt, &delta("disposed"), dir.path()),
             other => panic!("unknown section {other}"),
         }
     }
@@ -822,8 +844,10 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         run(&replace);
         replaced.push(run(&replace));
         rt.block_on(out.drop());
-        merged.push(run(&merge));
-        rt.block_on(out.drop());
+        if matches!(out, Output::Postgres { .. }) {
+            merged.push(run(&merge));
+            rt.block_on(out.drop());
+        }
     }
     println!("| {RUN_RECORDS} records, typed | wall (median of 3) | / append | peak RSS (max) |");
     println!("|---|---:|---:|---:|");
@@ -833,6 +857,9 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         ("replace, of a table holding them", &replaced),
         ("merge, into a new table", &merged),
     ] {
+        if timed.is_empty() {
+            continue;
+        }
         let wall = median(timed.iter().map(|t| t.0).collect());
         let rss = timed.iter().map(|t| t.1).max().unwrap_or(0);
         println!(

@@ -24,6 +24,12 @@ pub fn launches(range: std::ops::Range<usize>) -> Vec<Row> {
 
 /// Every `content_key` the table's live files hold, with how often.
 pub async fn stored_keys(url: &url::Url) -> HashMap<String, usize> {
+    stored_values(url, "content_key").await
+}
+
+/// How many times each value of the text column `column` is in the live
+/// files of the table at `url`, read from the data files themselves.
+pub async fn stored_values(url: &url::Url, column: &str) -> HashMap<String, usize> {
     let table = deltalake::open_table(url.clone()).await.unwrap();
     let store = table.object_store();
     let mut counts = HashMap::new();
@@ -37,10 +43,7 @@ pub async fn stored_keys(url: &url::Url) -> HashMap<String, usize> {
             .unwrap();
         while let Some(batch) = stream.next().await {
             let batch = batch.unwrap();
-            let keys = batch
-                .column_by_name("content_key")
-                .unwrap()
-                .as_string::<i32>();
+            let keys = batch.column_by_name(column).unwrap().as_string::<i32>();
             for i in 0..keys.len() {
                 *counts.entry(keys.value(i).to_string()).or_insert(0) += 1;
             }
