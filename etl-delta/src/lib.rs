@@ -468,7 +468,8 @@ impl DeltaSink {
         }
     }
 
-    /// How many rows the table holds, from the log's file statistics.
+    /// How many rows the table holds, from the log's file statistics (for
+    /// a sink of [`DeltaSink::open_replacing`], the rows it staged so far).
     pub async fn count(&self) -> Result<u64, EtlError> {
         count(&self.rows).await
     }

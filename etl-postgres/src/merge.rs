@@ -205,9 +205,21 @@ pub(crate) async fn apply(
                 quote(loader::ROOT_KEY)
             ));
         }
+        // By the index on `_etl_root_key`, whatever the planner guesses: a
+        // table just loaded has no statistics yet, and `= ANY` of a page's
+        // keys is then estimated to match every row, so it would read the
+        // whole child table for each page.
+        client
+            .batch_execute("SET LOCAL enable_seqscan = off")
+            .await
+            .map_err(fail)?;
         for statement in sql.lines() {
             client.execute(statement, &[&out]).await.map_err(fail)?;
         }
+        client
+            .batch_execute("RESET enable_seqscan")
+            .await
+            .map_err(fail)?;
         client
             .execute(
                 &format!(

@@ -11,7 +11,7 @@ use etl_core::content::typed::{
     loader, meta_json, update_micros, Cell, ColumnType, Contract, Misfit, RowKeys, RowWriter,
     Schema, SchemaOptions, ShredError, SplitWriter, Table,
 };
-use etl_core::content::write::{MergeKeys, Write};
+use etl_core::content::write::Write;
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject, Written};
 use tokio::sync::Mutex;
@@ -84,6 +84,11 @@ pub(crate) struct Made {
     batch: Batch,
     /// Made again as it was written: the stored schema had moved.
     remade: bool,
+    /// Under merge, each of the batch's records' primary key and whether
+    /// it says it was deleted, or why it has none ([`merge::key_of`]):
+    /// read as the batch is made, beside the write before it, not on the
+    /// write's own path.
+    keys: Vec<Result<(String, bool), String>>,
 }
 
 impl Made {
@@ -322,8 +327,8 @@ impl Typed {
                 .await
                 .map_err(|e| errors::from_pg_plain(&e))?;
         }
-        let merged = match made.schema.write().clone() {
-            Write::Merge(keys) => Some(self.merge(client, &mut made, &keys).await?),
+        let merged = match made.schema.write() {
+            Write::Merge(_) => Some(self.merge(client, &mut made).await?),
             _ => None,
         };
         let inserted = made
@@ -345,17 +350,12 @@ impl Typed {
     /// Merges the batch's records into the family ([`merge::apply`]): a
     /// record without its primary key is refused, `_etl_id` holds each
     /// record's key, and the batch keeps only the rows that go in.
-    async fn merge(
-        &self,
-        client: &Client,
-        made: &mut Made,
-        keys: &MergeKeys,
-    ) -> Result<merge::Merged, EtlError> {
+    async fn merge(&self, client: &Client, made: &mut Made) -> Result<merge::Merged, EtlError> {
         let batch = &mut made.batch;
         let n = batch.texts.len();
         let mut found = Vec::with_capacity(n);
-        for text in &batch.texts {
-            match merge::key_of(text, keys) {
+        for (text, key) in batch.texts.iter().zip(std::mem::take(&mut made.keys)) {
+            match key {
                 Ok(key) => found.push(Some(key)),
                 Err(why) => {
                     let reject = merge::keyless(text, why, self.table.as_str())?;
@@ -440,6 +440,14 @@ impl Typed {
             ddl: grow_sql(schema, &before),
             text: schema.to_json(),
         });
+        let keys = match &self.options.write {
+            Write::Merge(keys) => batch
+                .texts
+                .iter()
+                .map(|text| merge::key_of(text, keys))
+                .collect(),
+            _ => Vec::new(),
+        };
         Ok(Made {
             base,
             schema: schema.clone(),
@@ -447,6 +455,7 @@ impl Typed {
             existed,
             batch,
             remade: false,
+            keys,
         })
     }
 
@@ -695,9 +704,15 @@ fn create_sql(schema: &Schema, at: usize) -> String {
             i = quote(loader::ID),
             l = quote(loader::LOADED_AT),
         ),
-        // None on a child table: an index on `_etl_parent_key` cost a
-        // load a fifth of its time (BENCHMARKS.md), and analysts' joins
-        // read whole tables; one who looks up a few records adds it.
+        // A merge takes a replaced row's child rows out by its key: without
+        // an index each page's delete reads the whole child table.
+        Some(_) if matches!(schema.write(), Write::Merge(_)) => format!(
+            "CREATE INDEX ON {t} ({r});\n",
+            r = quote(loader::ROOT_KEY),
+        ),
+        // None on an append's child table: an index on `_etl_parent_key`
+        // cost a load a fifth of its time (BENCHMARKS.md), and analysts'
+        // joins read whole tables; one who looks up a few records adds it.
         Some(_) => String::new(),
     };
     format!(

@@ -37,6 +37,11 @@
 //!   a new table, a replace of a table holding them, a merge into a new
 //!   table (PostgreSQL only; median of 3, alternated), each against the
 //!   append.
+//! - `merge_grown_postgres`: a merge table of 1,000,000 issues (grown
+//!   through `connect_typed` in merges of 100,000); `etl run` of 1,000
+//!   newer versions of records in its newest tenth against the same run
+//!   again (nothing new), alternated, median of 3; then a group-by over
+//!   the table (median of 5).
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -49,6 +54,7 @@
 
 use etl_benches::{issues_in, Issue};
 use etl_core::content::typed::SchemaOptions;
+use etl_core::content::write::{MergeKeys, Write};
 use etl_core::Sink;
 use etl_delta::DeltaSink;
 use etl_postgres::PostgresSink;
@@ -79,7 +85,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -89,6 +95,7 @@ const SECTIONS: [&str; 9] = [
     "overlap_postgres",
     "dispositions_postgres",
     "dispositions_delta",
+    "merge_grown_postgres",
 ];
 
 /// A typed sink of either output, and the wait for what its loads left
@@ -291,6 +298,11 @@ fn main() {
                 }
             }
             "dispositions_delta" => dispositions(&rt, &delta("disposed"), dir.path()),
+            "merge_grown_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_merged") {
+                    merge_grown(&rt, &out, dir.path());
+                }
+            }
             other => panic!("unknown section {other}"),
         }
     }
@@ -971,6 +983,117 @@ fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     let dlt = median(dlt);
     println!("| dlt 1.31 `rest_api`, `write_disposition = \"merge\"` | {dlt:.3} s |");
     println!("\n`etl run` merge: {:.1}x dlt's records/s", dlt / ours);
+}
+
+/// The whole `etl run` of 1,000 changed records into a merge table of
+/// [`GROWN`] rows whose earlier versions are in its newest tenth, against
+/// the same run again, which changes nothing: what a merge costs beyond
+/// reading the pages and finding the records held.
+fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let Output::Postgres { url, table } = out else {
+        return;
+    };
+    rt.block_on(out.drop());
+    let start = Instant::now();
+    rt.block_on(async {
+        let options = SchemaOptions::postgres().write(Write::Merge(MergeKeys::new(["/id"])));
+        let sink = PostgresSink::connect_typed::<Issue>(url, table, options)
+            .await
+            .unwrap();
+        for from in (0..GROWN).step_by(100_000) {
+            let records: Vec<Issue> = issues_in(from..from + 100_000)
+                .into_iter()
+                .map(Issue::from_text)
+                .collect();
+            assert_eq!(sink.load(&records).await.unwrap(), records.len());
+        }
+    });
+    rt.block_on(out.settle());
+    println!(
+        "(a merge table grown to {GROWN} rows in {:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    let server = rt.block_on(MockServer::start());
+    let changed = |attempt: usize| -> Vec<String> {
+        issues_in(GROWN - GROWN / 10..GROWN - GROWN / 10 + LOAD)
+            .into_iter()
+            .map(|text| {
+                let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
+                record["updated_at"] = format!("2025-0{}-01T00:00:00Z", attempt + 1).into();
+                record["comments"] = (100 + attempt).into();
+                record.to_string()
+            })
+            .collect()
+    };
+    let etl = etl_bin();
+    let (mut merged, mut unchanged) = (Vec::new(), Vec::new());
+    for attempt in 0..3 {
+        let at = format!("/changed{attempt}");
+        rt.block_on(mount_pages(&server, &changed(attempt), &at, &[1]));
+        let file = next_url_pipeline(
+            dir,
+            &format!("merge-grown-{attempt}.toml"),
+            "issues",
+            &format!("{}{at}?page=1", server.uri()),
+            "write = \"merge\"\n",
+        );
+        let run = |new: usize| {
+            let mut c = gnu_time::command(&etl);
+            c.arg("run").arg(&file).args(out.args());
+            let timed = gnu_time::run(c);
+            assert!(
+                timed.stdout.contains(&format!(" {new} new rows")),
+                "{}",
+                timed.stdout
+            );
+            (timed.wall, timed.max_rss_kb)
+        };
+        merged.push(run(LOAD));
+        unchanged.push(run(0));
+    }
+    let wall = |t: &[(f64, u64)]| median(t.iter().map(|t| t.0).collect());
+    let rss = |t: &[(f64, u64)]| t.iter().map(|t| t.1).max().unwrap_or(0) as f64 / 1000.0;
+    println!(
+        "| {LOAD} records into a merge table of {GROWN} | wall (median of 3) | peak RSS (max) |"
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| changed (newer versions of rows in the newest tenth) | {:.3} s | {:.1} MB |",
+        wall(&merged),
+        rss(&merged)
+    );
+    println!(
+        "| the same again (nothing new) | {:.3} s | {:.1} MB |",
+        wall(&unchanged),
+        rss(&unchanged)
+    );
+    println!(
+        "\nthe merge beyond a no-change run: {:+.3} s, {:+.1} MB",
+        wall(&merged) - wall(&unchanged),
+        rss(&merged) - rss(&unchanged)
+    );
+    let grouped: Vec<f64> = rt.block_on(async {
+        let client = client(url).await;
+        let mut walls = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            let rows = client
+                .query(
+                    &format!("SELECT state, count(*) FROM {table} GROUP BY state"),
+                    &[],
+                )
+                .await
+                .unwrap();
+            walls.push(start.elapsed().as_secs_f64());
+            assert_eq!(rows.len(), 2);
+        }
+        walls
+    });
+    println!(
+        "SELECT state, count(*) ... GROUP BY state over the merge table: {:.3} s (median of 5)",
+        median(grouped)
+    );
+    rt.block_on(out.drop());
 }
 
 /// One run of `benches/dlt_rest_api.py` from `first` into `out`'s

@@ -2149,6 +2149,19 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
         .unwrap()
         .get(0);
     assert_eq!(unique, 1, "unique on its key");
+    // A merge takes child rows out by their record's key.
+    let by_root: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM pg_indexes WHERE tablename = '{labels}' \
+                 AND indexdef LIKE '%(_etl_root_key)'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(by_root, 1, "its child table is indexed on _etl_root_key");
     drop_typed(&client, &table).await;
 }
 
