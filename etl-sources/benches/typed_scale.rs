@@ -42,6 +42,10 @@
 //!   newer versions of records in its newest tenth against the same run
 //!   again (nothing new), alternated, median of 3; then a group-by over
 //!   the table (median of 5).
+//! - `merge_writers_postgres`: the typed `etl run` of those records under
+//!   `write = "merge"` into a new table, against four runs at once into
+//!   one new table, each reading a quarter of the pages (alternated,
+//!   median of 3).
 //! - `overlap_postgres`: the typed `etl run` of those records against two
 //!   runs at once into one table family, each reading half the pages (a
 //!   second path serves them so, alternated, median of 3): how much of a
@@ -85,7 +89,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -96,6 +100,7 @@ const SECTIONS: [&str; 10] = [
     "dispositions_postgres",
     "dispositions_delta",
     "merge_grown_postgres",
+    "merge_writers_postgres",
 ];
 
 /// A typed sink of either output, and the wait for what its loads left
@@ -298,6 +303,11 @@ fn main() {
                 }
             }
             "dispositions_delta" => dispositions(&rt, &delta("disposed"), dir.path()),
+            "merge_writers_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_merging") {
+                    at_once(&rt, &out, dir.path(), 4, "write = \"merge\"\n");
+                }
+            }
             "merge_grown_postgres" => {
                 if let Some(out) = Output::postgres("etl_bench_typed_merged") {
                     merge_grown(&rt, &out, dir.path());
@@ -648,31 +658,41 @@ async fn mount_pages(server: &MockServer, records: &[String], at: &str, ends: &[
 /// overlap one's making with the other's inserting: what one run would
 /// gain by making the next page's rows while the server inserts a page's.
 fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    at_once(rt, out, dir, 2, "");
+}
+
+/// One typed `etl run` of the served issues, with `top` at the top of its
+/// file, into a new table family of `out`, against `parts` runs at once
+/// into one new family, each reading its share of the pages (alternated,
+/// median of 3).
+fn at_once(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, parts: usize, top: &str) {
     // One server, the records made once: the whole run's pages and the
-    // halves' the same but for where they end.
+    // parts' the same but for where they end.
     let server = rt.block_on(MockServer::start());
     let records = issues_in(0..RUN_RECORDS);
-    let half = RUN_RECORDS / RUN_PAGE / 2;
+    let share = RUN_RECORDS / RUN_PAGE / parts;
+    let ends: Vec<usize> = (1..=parts).map(|p| p * share).collect();
     rt.block_on(async {
-        mount_pages(&server, &records, "/issues", &[2 * half]).await;
-        mount_pages(&server, &records, "/halves", &[half, 2 * half]).await;
+        mount_pages(&server, &records, "/issues", &[parts * share]).await;
+        mount_pages(&server, &records, "/parts", &ends).await;
     });
     drop(records);
-    let file = |name: &str, first: String| next_url_pipeline(dir, name, "issues", &first, "");
+    let file = |name: &str, first: String| next_url_pipeline(dir, name, "issues", &first, top);
     let whole = file(
-        "overlap-whole.toml",
+        "at-once-whole.toml",
         format!("{}/issues?page=1", server.uri()),
     );
-    let halves = [
-        file("overlap-a.toml", format!("{}/halves?page=1", server.uri())),
-        file(
-            "overlap-b.toml",
-            format!("{}/halves?page={}", server.uri(), half + 1),
-        ),
-    ];
+    let shares: Vec<_> = (0..parts)
+        .map(|p| {
+            file(
+                &format!("at-once-{p}.toml"),
+                format!("{}/parts?page={}", server.uri(), p * share + 1),
+            )
+        })
+        .collect();
     let etl = etl_bin();
     // The runs of `files` at once: seconds until the last ends.
-    let at_once = |files: &[&Path]| {
+    let run = |files: &[&Path]| {
         rt.block_on(out.drop());
         let start = Instant::now();
         let runs: Vec<_> = files
@@ -702,10 +722,11 @@ fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         rt.block_on(out.drop());
         wall
     };
-    let (mut one, mut two) = (Vec::new(), Vec::new());
+    let (mut one, mut many) = (Vec::new(), Vec::new());
+    let shares: Vec<&Path> = shares.iter().map(|f| f.as_path()).collect();
     for _ in 0..3 {
-        one.push(at_once(&[whole.as_path()]));
-        two.push(at_once(&[halves[0].as_path(), halves[1].as_path()]));
+        one.push(run(&[whole.as_path()]));
+        many.push(run(&shares));
     }
     let shown = |walls: &[f64]| {
         walls
@@ -714,14 +735,18 @@ fn overlap(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let (one_wall, two_wall) = (median(one.clone()), median(two.clone()));
-    println!("| {RUN_RECORDS} records, typed | wall (median of 3) | each run |");
+    let (one_wall, many_wall) = (median(one.clone()), median(many.clone()));
+    let write = match top.trim() {
+        "" => "append",
+        top => top,
+    };
+    println!("| {RUN_RECORDS} records, typed, {write} | wall (median of 3) | each run |");
     println!("|---|---:|---|");
     println!("| one `etl run` | {one_wall:.3} s | {} |", shown(&one));
     println!(
-        "| two at once, half the pages each | {two_wall:.3} s ({:.2}x) | {} |",
-        two_wall / one_wall,
-        shown(&two)
+        "| {parts} at once, 1/{parts} of the pages each | {many_wall:.3} s ({:.2}x) | {} |",
+        many_wall / one_wall,
+        shown(&many)
     );
 }
 
