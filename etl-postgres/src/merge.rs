@@ -116,13 +116,25 @@ pub(crate) async fn apply(
     schema: &Schema,
     versions: &[Version<'_>],
 ) -> Result<Merged, EtlError> {
-    let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
     let table = schema.tables()[0].name();
     let mut merged = Merged {
         insert: vec![false; versions.len()],
         ..Merged::default()
     };
-    // The newest of the page's versions of each key; the others are seen.
+    let newest = newest_of_page(versions, &mut merged);
+    let keys: Vec<&str> = newest.keys().copied().collect();
+    let held = held_rows(client, table, &keys).await?;
+    let gone = remembered(client, table, &keys).await?;
+    let change = weigh(versions, &newest, (&held, &gone), &mut merged);
+    take_out(client, schema, &change.out).await?;
+    remember(client, table, change.remember).await?;
+    forget(client, table, &change.forget).await?;
+    Ok(merged)
+}
+
+/// The index of the newest of the page's versions of each key; the others
+/// are counted as seen.
+fn newest_of_page<'a>(versions: &[Version<'a>], merged: &mut Merged) -> HashMap<&'a str, usize> {
     let mut newest: HashMap<&str, usize> = HashMap::new();
     for (i, v) in versions.iter().enumerate() {
         match newest.get(v.key) {
@@ -136,40 +148,75 @@ pub(crate) async fn apply(
             }
         }
     }
-    let keys: Vec<&str> = newest.keys().copied().collect();
-    let held: HashMap<String, (String, Option<SystemTime>)> = client
-        .query(
-            &format!(
-                "SELECT {i}, {k}, {u} FROM {t} WHERE {i} = ANY($1) FOR UPDATE",
-                i = quote(loader::ID),
-                k = quote(loader::KEY),
-                u = quote(loader::UPDATED_AT),
-                t = quote(table)
-            ),
-            &[&keys],
-        )
+    newest
+}
+
+/// The rows the table holds for `keys`, locked: each key's content key and
+/// update time.
+async fn held_rows(client: &Client, table: &str, keys: &[&str]) -> Result<Held, EtlError> {
+    let sql = format!(
+        "SELECT {i}, {k}, {u} FROM {t} WHERE {i} = ANY($1) FOR UPDATE",
+        i = quote(loader::ID),
+        k = quote(loader::KEY),
+        u = quote(loader::UPDATED_AT),
+        t = quote(table)
+    );
+    client
+        .query(&sql, &[&keys])
         .await
-        .map_err(fail)?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
-        .collect::<Result<_, tokio_postgres::Error>>()
-        .map_err(fail)?;
-    let gone: HashMap<String, Option<SystemTime>> = client
-        .query(
-            &format!(
-                "SELECT key, updated_at FROM {} WHERE table_name = $1 AND key = ANY($2) FOR UPDATE",
-                quote(DELETED_TABLE)
-            ),
-            &[&table, &keys],
-        )
+        .and_then(|rows| {
+            rows.iter()
+                .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
+                .collect()
+        })
+        .map_err(|e| errors::from_pg_plain(&e))
+}
+
+/// The deletions remembered for `keys`, locked: each key's deleted
+/// version's update time.
+async fn remembered(client: &Client, table: &str, keys: &[&str]) -> Result<Gone, EtlError> {
+    let sql = format!(
+        "SELECT key, updated_at FROM {} WHERE table_name = $1 AND key = ANY($2) FOR UPDATE",
+        quote(DELETED_TABLE)
+    );
+    client
+        .query(&sql, &[&table, &keys])
         .await
-        .map_err(fail)?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect::<Result<_, tokio_postgres::Error>>()
-        .map_err(fail)?;
-    let (mut out, mut remember, mut forget) = (Vec::new(), Vec::new(), Vec::new());
-    for (&key, &i) in &newest {
+        .and_then(|rows| {
+            rows.iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect()
+        })
+        .map_err(|e| errors::from_pg_plain(&e))
+}
+
+/// The rows held for a page's keys: key -> (content key, update time).
+type Held = HashMap<String, (String, Option<SystemTime>)>;
+/// The deletions remembered for a page's keys: key -> deleted version's time.
+type Gone = HashMap<String, Option<SystemTime>>;
+
+/// What a page's merge changes at the table's side.
+#[derive(Default)]
+struct Change<'a> {
+    /// Content keys of held rows to take out (with their child rows).
+    out: Vec<&'a str>,
+    /// Deletions to remember: the key and the deleted version's time.
+    remember: Vec<(&'a str, Option<SystemTime>)>,
+    /// Remembered deletions a newer version undoes.
+    forget: Vec<&'a str>,
+}
+
+/// Weighs each key's newest version against the row held for it and the
+/// deletion remembered for it: marks in `merged` the versions to insert
+/// and counts the rest, and returns what the table side must change.
+fn weigh<'a>(
+    versions: &[Version<'a>],
+    newest: &HashMap<&'a str, usize>,
+    (held, gone): (&'a Held, &Gone),
+    merged: &mut Merged,
+) -> Change<'a> {
+    let mut change = Change::default();
+    for (&key, &i) in newest {
         let v = &versions[i];
         let row = held.get(key);
         let stays = match (row, gone.get(key)) {
@@ -184,81 +231,93 @@ pub(crate) async fn apply(
             continue;
         }
         if let Some((held_row, _)) = row {
-            out.push(held_row.as_str());
+            change.out.push(held_row.as_str());
         }
         if v.deleted {
             merged.deleted += usize::from(row.is_some());
-            remember.push((key, v.updated));
+            change.remember.push((key, v.updated));
         } else {
             if gone.contains_key(key) {
-                forget.push(key);
+                change.forget.push(key);
             }
             merged.insert[i] = true;
         }
     }
-    if !out.is_empty() {
-        let mut sql = String::new();
-        for child in &schema.tables()[1..] {
-            sql.push_str(&format!(
-                "DELETE FROM {} WHERE {} = ANY($1);\n",
-                quote(child.name()),
-                quote(loader::ROOT_KEY)
-            ));
-        }
-        // By the index on `_etl_root_key`, whatever the planner guesses: a
-        // table just loaded has no statistics yet, and `= ANY` of a page's
-        // keys is then estimated to match every row, so it would read the
-        // whole child table for each page.
-        client
-            .batch_execute("SET LOCAL enable_seqscan = off")
-            .await
-            .map_err(fail)?;
-        for statement in sql.lines() {
-            client.execute(statement, &[&out]).await.map_err(fail)?;
-        }
-        client
-            .batch_execute("RESET enable_seqscan")
-            .await
-            .map_err(fail)?;
-        client
-            .execute(
-                &format!(
-                    "DELETE FROM {} WHERE {} = ANY($1)",
-                    quote(table),
-                    quote(loader::KEY)
-                ),
-                &[&out],
-            )
-            .await
-            .map_err(fail)?;
+    change
+}
+
+/// Takes the rows of content keys `out` out of the family: their child
+/// rows first, by the index on `_etl_root_key`, then them.
+async fn take_out(client: &Client, schema: &Schema, out: &[&str]) -> Result<(), EtlError> {
+    if out.is_empty() {
+        return Ok(());
     }
-    if !remember.is_empty() {
-        let (keys, times): (Vec<&str>, Vec<Option<SystemTime>>) = remember.into_iter().unzip();
-        client
-            .execute(
-                &format!(
-                    "INSERT INTO {d} (table_name, key, updated_at) SELECT $1, k, u FROM unnest($2::text[], $3::timestamptz[]) AS v(k, u) \
-                     ON CONFLICT (table_name, key) DO UPDATE SET updated_at = EXCLUDED.updated_at, deleted_at = now()",
-                    d = quote(DELETED_TABLE)
-                ),
-                &[&table, &keys, &times],
-            )
-            .await
-            .map_err(fail)?;
+    let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+    // By the index on `_etl_root_key`, whatever the planner guesses: a
+    // table just loaded has no statistics yet, and `= ANY` of a page's
+    // keys is then estimated to match every row, so it would read the
+    // whole child table for each page.
+    client
+        .batch_execute("SET LOCAL enable_seqscan = off")
+        .await
+        .map_err(fail)?;
+    for child in &schema.tables()[1..] {
+        let sql = format!(
+            "DELETE FROM {} WHERE {} = ANY($1)",
+            quote(child.name()),
+            quote(loader::ROOT_KEY)
+        );
+        client.execute(&sql, &[&out]).await.map_err(fail)?;
     }
-    if !forget.is_empty() {
-        client
-            .execute(
-                &format!(
-                    "DELETE FROM {} WHERE table_name = $1 AND key = ANY($2)",
-                    quote(DELETED_TABLE)
-                ),
-                &[&table, &forget],
-            )
-            .await
-            .map_err(fail)?;
+    client
+        .batch_execute("RESET enable_seqscan")
+        .await
+        .map_err(fail)?;
+    let sql = format!(
+        "DELETE FROM {} WHERE {} = ANY($1)",
+        quote(schema.tables()[0].name()),
+        quote(loader::KEY)
+    );
+    client.execute(&sql, &[&out]).await.map_err(fail)?;
+    Ok(())
+}
+
+/// Remembers the deletions `gone` (key, deleted version's time).
+async fn remember(
+    client: &Client,
+    table: &str,
+    gone: Vec<(&str, Option<SystemTime>)>,
+) -> Result<(), EtlError> {
+    if gone.is_empty() {
+        return Ok(());
     }
-    Ok(merged)
+    let (keys, times): (Vec<&str>, Vec<Option<SystemTime>>) = gone.into_iter().unzip();
+    let sql = format!(
+        "INSERT INTO {d} (table_name, key, updated_at) SELECT $1, k, u FROM unnest($2::text[], $3::timestamptz[]) AS v(k, u) \
+         ON CONFLICT (table_name, key) DO UPDATE SET updated_at = EXCLUDED.updated_at, deleted_at = now()",
+        d = quote(DELETED_TABLE)
+    );
+    client
+        .execute(&sql, &[&table, &keys, &times])
+        .await
+        .map_err(|e| errors::from_pg_plain(&e))?;
+    Ok(())
+}
+
+/// Forgets the remembered deletions of `keys` (a newer version came).
+async fn forget(client: &Client, table: &str, keys: &[&str]) -> Result<(), EtlError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "DELETE FROM {} WHERE table_name = $1 AND key = ANY($2)",
+        quote(DELETED_TABLE)
+    );
+    client
+        .execute(&sql, &[&table, &keys])
+        .await
+        .map_err(|e| errors::from_pg_plain(&e))?;
+    Ok(())
 }
 
 /// A page whose versions a concurrent writer's insert of the same key

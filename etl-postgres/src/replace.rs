@@ -199,60 +199,85 @@ impl Replacing {
         guard.settle(done)
     }
 
+    /// The switch, inside its transaction: refused unless the family is as
+    /// the replace found it and the copy holds what the run wrote; then
+    /// the family grown, emptied and filled from the copy, the copy's
+    /// schema stored, and the copy's rejects kept.
     async fn switch_in(&self, client: &tokio_postgres::Client) -> Result<(), EtlError> {
         let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
-        let to = quote(&self.staging);
-        let s = quote(SCHEMA_TABLE);
-        let name = self.table.as_str();
-        let held: String = client
-            .query_one(
-                &format!("SELECT schema FROM {s} WHERE table_name = $1 FOR UPDATE"),
-                &[&name],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(fail)?;
+        let (to, s, name) = (
+            quote(&self.staging),
+            quote(SCHEMA_TABLE),
+            self.table.as_str(),
+        );
+        let held: String = one(
+            client,
+            &format!("SELECT schema FROM {s} WHERE table_name = $1 FOR UPDATE"),
+            &[&name],
+        )
+        .await?;
         if held != self.seeded && self.parse(&held)?.to_json() != self.seeded {
-            return Err(EtlError::Database {
-                sqlstate: None,
-                message: format!(
-                    "table {name}: another writer changed its columns during this replace; the table is as it was: run again"
-                ),
-            });
+            return Err(refused(
+                name,
+                "another writer changed its columns during this replace",
+            ));
         }
-        let text: String = client
-            .query_one(
-                &format!("SELECT schema FROM {to}.{s} WHERE table_name = $1"),
-                &[&name],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(fail)?;
+        let text: String = one(
+            client,
+            &format!("SELECT schema FROM {to}.{s} WHERE table_name = $1"),
+            &[&name],
+        )
+        .await?;
         let (before, after) = (self.parse(&self.seeded)?, self.parse(&text)?);
-        // Fewer rows than the run wrote: the server restarted and emptied
-        // the copy. (More: a write whose commit went in unanswered, then
-        // found its rows held when retried.)
-        let copied: i64 = client
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM {to}.{}",
-                    quote(after.tables()[0].name())
-                ),
-                &[],
+        self.check_copy(client, &after).await?;
+        client
+            .batch_execute(&self.copy_sql(&before, &after))
+            .await
+            .map_err(fail)?;
+        client
+            .execute(
+                &format!("UPDATE {s} SET schema = $2, changed_at = now() WHERE table_name = $1"),
+                &[&name, &text],
             )
             .await
-            .and_then(|r| r.try_get(0))
             .map_err(fail)?;
+        self.keep_rejects(client).await
+    }
+
+    /// Refuses a copy holding fewer rows than the run wrote: the server
+    /// restarted and emptied it (its tables are unlogged). More is no
+    /// error: a write whose commit went in unanswered, then found its rows
+    /// held when retried.
+    async fn check_copy(
+        &self,
+        client: &tokio_postgres::Client,
+        after: &Schema,
+    ) -> Result<(), EtlError> {
+        let copied: i64 = one(
+            client,
+            &format!(
+                "SELECT count(*) FROM {}.{}",
+                quote(&self.staging),
+                quote(after.tables()[0].name())
+            ),
+            &[],
+        )
+        .await?;
         let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
         if usize::try_from(copied).unwrap_or(0) < written {
-            return Err(EtlError::Database {
-                sqlstate: None,
-                message: format!(
-                    "table {name}: the replace's copy holds {copied} rows of the {written} the run wrote (a server restart empties it); the table is as it was: run again"
-                ),
-            });
+            return Err(refused(
+                self.table.as_str(),
+                &format!("the replace's copy holds {copied} rows of the {written} the run wrote (a server restart empties it)"),
+            ));
         }
-        let mut sql = grow_sql(&after, &Shape::of(&before));
+        Ok(())
+    }
+
+    /// The SQL that grows the family from `before` to `after` (the copy's
+    /// schema), empties its tables and fills them from the copy.
+    fn copy_sql(&self, before: &Schema, after: &Schema) -> String {
+        let to = quote(&self.staging);
+        let mut sql = grow_sql(after, &Shape::of(before));
         let tables: Vec<String> = after.tables().iter().map(|t| quote(t.name())).collect();
         sql.push_str(&format!("TRUNCATE {};\n", tables.join(", ")));
         for table in after.tables() {
@@ -269,16 +294,14 @@ impl Replacing {
                 t = quote(table.name())
             ));
         }
-        client.batch_execute(&sql).await.map_err(fail)?;
-        client
-            .execute(
-                &format!("UPDATE {s} SET schema = $2, changed_at = now() WHERE table_name = $1"),
-                &[&name, &text],
-            )
-            .await
-            .map_err(fail)?;
-        let rejects = self.table.rejects()?;
-        let r = quote(rejects.as_str());
+        sql
+    }
+
+    /// Keeps the rejects the run wrote into the copy, in the family's
+    /// rejects table (made if it is missing).
+    async fn keep_rejects(&self, client: &tokio_postgres::Client) -> Result<(), EtlError> {
+        let to = quote(&self.staging);
+        let r = quote(self.table.rejects()?.as_str());
         client
             .batch_execute(&format!(
                 "DO $$ BEGIN IF to_regclass('{to}.{r}') IS NOT NULL THEN \
@@ -287,7 +310,7 @@ impl Replacing {
                  END IF; END $$"
             ))
             .await
-            .map_err(fail)
+            .map_err(|e| errors::from_pg_plain(&e))
     }
 
     fn parse(&self, text: &str) -> Result<Schema, EtlError> {
@@ -326,4 +349,25 @@ async fn drop_abandoned(client: &tokio_postgres::Client, prefix: &str) -> Result
         }
     }
     Ok(())
+}
+
+/// The one value of the one row `sql` answers.
+async fn one<T: for<'a> tokio_postgres::types::FromSql<'a>>(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<T, EtlError> {
+    client
+        .query_one(sql, params)
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(|e| errors::from_pg_plain(&e))
+}
+
+/// A switch refused for `why`: the table is left as it was.
+fn refused(table: &str, why: &str) -> EtlError {
+    EtlError::Database {
+        sqlstate: None,
+        message: format!("table {table}: {why}; the table is as it was: run again"),
+    }
 }
