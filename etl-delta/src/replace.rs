@@ -80,9 +80,9 @@ impl Replacing {
         }
         let root = KeyedTable::open(at.clone(), Typed::fresh_columns(name, &options)?).await?;
         // The family as it stands: its schema read, its disposition checked.
-        let family = Typed::open(&root, at.clone(), options.clone()).await?;
-        let exists = crate::count(&root).await? > 0;
-        drop(family);
+        let exists = Typed::open(&root, at.clone(), options.clone())
+            .await?
+            .existed();
         let held = root.schema().await;
         let base = stored_schema(&held).unwrap_or_default().to_owned();
         let fields: Vec<StructField> = held.fields().cloned().collect();

@@ -285,6 +285,11 @@ impl Typed {
         })
     }
 
+    /// Whether the family held rows when it was opened.
+    pub(crate) fn existed(&mut self) -> bool {
+        self.state.get_mut().exists
+    }
+
     /// This family, opened on a replace's staging table of the resource
     /// (`at` naming the family's own resource table), staged in the
     /// directory `stage` inside each table of the family; `exists`:
