@@ -124,13 +124,25 @@ impl DeltaSink {
         let at = Location::parse(location)?;
         let rejects_at = at.rejects()?;
         let rows = KeyedTable::open(at, Columns::rows(T::ID_COLUMN)).await?;
-        Ok(DeltaSink {
+        Ok(Self::of(rows, rejects_at, None, None))
+    }
+
+    /// A sink of the rows table `rows` (of the typed family `typed`, if
+    /// typed; staging the content of `replacing`, if replacing), its
+    /// rejects to go to `rejects_at`.
+    fn of(
+        rows: KeyedTable,
+        rejects_at: Location,
+        typed: Option<Typed>,
+        replacing: Option<replace::Replacing>,
+    ) -> Self {
+        DeltaSink {
             rows,
             rejects_at,
             rejects: OnceCell::new(),
-            typed: None,
-            replacing: None,
-        })
+            typed,
+            replacing,
+        }
     }
 
     /// Opens the typed table family at `location` (as
@@ -196,13 +208,7 @@ impl DeltaSink {
         let columns = Typed::fresh_columns(name, &options)?;
         let rows = KeyedTable::open(at.clone(), columns).await?;
         let typed = Typed::open(&rows, at, options).await?;
-        Ok(DeltaSink {
-            rows,
-            rejects_at,
-            rejects: OnceCell::new(),
-            typed: Some(typed),
-            replacing: None,
-        })
+        Ok(Self::of(rows, rejects_at, Some(typed), None))
     }
 
     /// Opens the typed table family at `location` (as
@@ -257,13 +263,7 @@ impl DeltaSink {
         let at = Location::parse(location)?;
         let rejects_at = at.rejects()?;
         let (replacing, rows, typed) = replace::Replacing::open(at, name, options).await?;
-        Ok(DeltaSink {
-            rows,
-            rejects_at,
-            rejects: OnceCell::new(),
-            typed: Some(typed),
-            replacing: Some(replacing),
-        })
+        Ok(Self::of(rows, rejects_at, Some(typed), Some(replacing)))
     }
 
     /// Ends a sink's loads. For a sink of [`DeltaSink::open_replacing`],
