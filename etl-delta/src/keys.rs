@@ -468,11 +468,32 @@ mod tests {
         assert!(text.dictionary_page_offset().is_none(), "no dictionary");
     }
 
+    /// `batch` written as the Parquet file `name` in `store`, under
+    /// `properties`.
+    async fn stored(
+        store: &Arc<dyn ObjectStore>,
+        name: &str,
+        batch: &RecordBatch,
+        properties: Option<WriterProperties>,
+    ) -> DataFile {
+        use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload};
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), properties).unwrap();
+        writer.write(batch).unwrap();
+        writer.close().unwrap();
+        let path = Path::from(name);
+        let size = bytes.len() as u64;
+        store.put(&path, PutPayload::from(bytes)).await.unwrap();
+        DataFile { path, size }
+    }
+
+    fn memory() -> Arc<dyn ObjectStore> {
+        Arc::new(deltalake::logstore::object_store::memory::InMemory::new())
+    }
+
     #[tokio::test]
     async fn the_text_of_the_newest_row_is_read_alone_across_pages_and_batches() {
         use deltalake::arrow::array::TimestampMicrosecondArray;
-        use deltalake::logstore::object_store::memory::InMemory;
-        use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload};
 
         // Pages of 100 rows, read in batches of 1,024: the newest row is
         // far from the first page and the first batch, between nulls and
@@ -495,7 +516,7 @@ mod tests {
             ),
         ]));
         let batch = RecordBatch::try_new(
-            schema.clone(),
+            schema,
             vec![
                 Arc::new(StringArray::from(texts)),
                 Arc::new(TimestampMicrosecondArray::from(times)),
@@ -506,15 +527,8 @@ mod tests {
             .set_data_page_row_count_limit(100)
             .set_write_batch_size(100)
             .build();
-        let mut bytes = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let path = Path::from("f.parquet");
-        let size = bytes.len() as u64;
-        store.put(&path, PutPayload::from(bytes)).await.unwrap();
-        let file = DataFile { path, size };
+        let store = memory();
+        let file = stored(&store, "f.parquet", &batch, Some(properties)).await;
         let newest = text_of_newest(&store, &file, ("row", "at"), "t")
             .await
             .unwrap();
@@ -523,28 +537,25 @@ mod tests {
             Some(r#"{"n":3333}"#),
             "the first of equals"
         );
+    }
 
+    #[tokio::test]
+    async fn a_file_whose_times_are_all_null_has_no_newest_row() {
         let none: Vec<Option<i64>> = vec![None; 3];
         let schema = Arc::new(Schema::new(vec![
             Field::new("row", ArrowType::Utf8, false),
             Field::new("at", ArrowType::Int64, true),
         ]));
         let batch = RecordBatch::try_new(
-            schema.clone(),
+            schema,
             vec![
                 Arc::new(StringArray::from(vec!["a", "b", "c"])),
                 Arc::new(deltalake::arrow::array::Int64Array::from(none)),
             ],
         )
         .unwrap();
-        let mut bytes = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        let path = Path::from("none.parquet");
-        let size = bytes.len() as u64;
-        store.put(&path, PutPayload::from(bytes)).await.unwrap();
-        let file = DataFile { path, size };
+        let store = memory();
+        let file = stored(&store, "none.parquet", &batch, None).await;
         assert_eq!(
             text_of_newest(&store, &file, ("row", "at"), "t")
                 .await
