@@ -2152,32 +2152,24 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
         7,
         "one row per key"
     );
-    let unique: i64 = client
-        .query_one(
-            &format!(
-                "SELECT count(*) FROM pg_indexes WHERE tablename = '{table}' \
-                 AND indexdef LIKE 'CREATE UNIQUE INDEX%(_etl_id)'"
-            ),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let unique = indexes_like(&client, &table, "CREATE UNIQUE INDEX%(_etl_id)").await;
     assert_eq!(unique, 1, "unique on its key");
     // A merge takes child rows out by their record's key.
-    let by_root: i64 = client
+    let by_root = indexes_like(&client, &labels, "%(_etl_root_key)").await;
+    assert_eq!(by_root, 1, "its child table is indexed on _etl_root_key");
+    drop_typed(&client, &table).await;
+}
+
+/// How many indexes of `table` have a definition `LIKE` `pattern`.
+async fn indexes_like(client: &tokio_postgres::Client, table: &str, pattern: &str) -> i64 {
+    client
         .query_one(
-            &format!(
-                "SELECT count(*) FROM pg_indexes WHERE tablename = '{labels}' \
-                 AND indexdef LIKE '%(_etl_root_key)'"
-            ),
-            &[],
+            "SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE $2",
+            &[&table, &pattern],
         )
         .await
         .unwrap()
-        .get(0);
-    assert_eq!(by_root, 1, "its child table is indexed on _etl_root_key");
-    drop_typed(&client, &table).await;
+        .get(0)
 }
 
 /// A merge killed (SIGKILL) mid-run, then run again: the table equals a
