@@ -422,17 +422,15 @@ impl Resource {
         );
         let id = problems
             .take(required(file, &file.id, "id", &at).and_then(|r| in_record(&r, "id", &at)));
-        let from_parent = problems.take(from_parent(file, &at));
-        if let Some(from_parent) = &from_parent {
-            problems.take(check_placeholders(file, from_parent, &at));
-        }
+        let from_parent = problems.take(
+            from_parent(file, &at).and_then(|f| check_placeholders(file, &f, &at).map(|()| f)),
+        );
         let headers = problems.take(headers(file, &at));
         let times = problems.take(times(file, &at));
         let request = problems.take(request_shape(file, &at));
-        let auth = match &file.auth {
-            None => Some(None),
-            Some(a) => problems.take(auth::from_table(a, &at, env)).map(Some),
-        };
+        let auth = file.auth.as_ref().map_or(Some(None), |a| {
+            problems.take(auth::from_table(a, &at, env)).map(Some)
+        });
         let run = problems.take(run_keys(file, &at));
         let shape = problems.take(file.table_shape(&at));
         let write = problems.take(file.write_disposition(&at));
@@ -465,11 +463,7 @@ impl Resource {
             return Err(problems.error());
         };
         problems.check()?;
-        // A typed table is made for how it is written, and keeps it.
-        let shape = match shape {
-            TableShape::Typed(options) => TableShape::Typed(options.write(write.clone())),
-            json => json,
-        };
+        let shape = shape.written(&write);
         Ok(Resource {
             name: file.name.get_ref().clone(),
             url,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 use etl_core::content::typed::{loader, ColumnType, Contract, SchemaOptions};
+use etl_core::content::write::Write;
 
 use super::error::{closest, ConfigError, Locator, Problems};
 use super::keys::{Keys, Table};
@@ -30,6 +31,15 @@ impl TableShape {
         match self {
             TableShape::Typed(options) => options.clone(),
             TableShape::Json => SchemaOptions::postgres(),
+        }
+    }
+
+    /// The shape of a table written by `write`: a typed table is made for
+    /// how it is written, and keeps it ([`SchemaOptions::write`]).
+    pub(crate) fn written(self, write: &Write) -> Self {
+        match self {
+            TableShape::Typed(options) => TableShape::Typed(options.write(write.clone())),
+            json => json,
         }
     }
 }
