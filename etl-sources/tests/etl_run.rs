@@ -1958,7 +1958,7 @@ async fn a_connection_that_goes_silent_mid_load_is_given_up_on_and_the_load_fini
              FROM pg_stat_activity a WHERE state LIKE 'idle in transaction%' \
              AND pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l \
              JOIN pg_class c ON c.oid = l.relation \
-             WHERE l.pid = a.pid AND c.relname LIKE $1 || '%')",
+             WHERE l.pid = a.pid AND starts_with(c.relname, $1))",
             &[&table],
         )
         .await
