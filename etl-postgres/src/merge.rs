@@ -2,25 +2,19 @@
 //! newest version read, deletions remembered.
 //!
 //! A page is merged in its own transaction, before its rows are inserted
-//! ([`apply`]): of the page's versions of one key the newest stays; each
-//! is weighed against the row the table holds for its key (locked) and
-//! the deletion remembered for it (locked, in [`DELETED_TABLE`]). A version
-//! replaces what is held unless that is newer: a greater update time, or a
-//! time where the version has none; at an equal time the version read
-//! later wins. A replaced row leaves with its child rows, in the same
-//! transaction as its successor's come in. A version marked deleted
-//! (`hard_delete`) takes its key's row out and is remembered, so that an
-//! older version read later does not bring the row back; a newer one does.
+//! ([`apply`]): its versions are weighed ([`etl_core::content::write::merge`])
+//! against the rows the table holds for their keys (locked) and the
+//! deletions remembered for them (locked, in [`DELETED_TABLE`]). A
+//! replaced row leaves with its child rows, in the same transaction as
+//! its successor's come in.
 //!
 //! Two writers merging one key at once: the unique index on `_etl_id` makes
 //! the later insert skip; that page then fails as a serialization failure
 //! (transient), and its retry weighs its versions against the winner's.
 
 use etl_core::content::typed::{loader, Schema};
-use etl_core::content::write::MergeKeys;
+use etl_core::content::write::merge::{weigh, Gone, Held, Merged, Version};
 use etl_core::{EtlError, Reject};
-use serde_json::Value;
-use std::collections::HashMap;
 use std::time::SystemTime;
 use tokio_postgres::Client;
 
@@ -48,65 +42,6 @@ pub(crate) async fn create_deleted_table(client: &Client) -> Result<(), tokio_po
         .await
 }
 
-/// A record's primary key, as `_etl_id` holds it (a string as it is, an
-/// integer as its digits, any other value as its JSON; a compound key as
-/// the JSON array of its values), and whether the record says it was
-/// deleted. `Err` names the pointer that found nothing.
-pub(crate) fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
-    let record: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-    let found = |at: &str| {
-        record
-            .pointer(at)
-            .filter(|v| !v.is_null())
-            .ok_or_else(|| format!("primary key {at}: not found (merge needs it)"))
-    };
-    let key = match keys.primary_key.as_slice() {
-        [one] => match found(one)? {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-        many => {
-            let values = many.iter().map(|at| found(at).cloned());
-            Value::Array(values.collect::<Result<_, _>>()?).to_string()
-        }
-    };
-    let deleted = keys
-        .hard_delete
-        .as_deref()
-        .and_then(|at| record.pointer(at))
-        .is_some_and(|v| match v {
-            Value::Bool(b) => *b,
-            other => !other.is_null(),
-        });
-    Ok((key, deleted))
-}
-
-/// One version of a page, as the merge weighs it.
-pub(crate) struct Version<'a> {
-    pub key: &'a str,
-    /// Its content key (`_etl_key`).
-    pub row: &'a str,
-    pub updated: Option<SystemTime>,
-    pub deleted: bool,
-}
-
-/// What a page's merge did, and which of its rows go in.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Merged {
-    /// Per version of the page: whether its row is inserted.
-    pub insert: Vec<bool>,
-    /// Rows taken out by a deletion.
-    pub deleted: usize,
-    /// Versions held already, or older than what is held.
-    pub seen: usize,
-}
-
-/// Whether a version of time `new`, read now, replaces one of time `held`:
-/// unless `held` is newer (a greater time, or a time where `new` has none).
-fn replaces(new: Option<SystemTime>, held: Option<SystemTime>) -> bool {
-    new >= held
-}
-
 /// Merges the page's `versions` into the family of `schema` (its table
 /// names) at the table's side: old rows and their child rows out,
 /// deletions remembered or forgotten. Returns which versions' rows are
@@ -117,38 +52,16 @@ pub(crate) async fn apply(
     versions: &[Version<'_>],
 ) -> Result<Merged, EtlError> {
     let table = schema.tables()[0].name();
-    let mut merged = Merged {
-        insert: vec![false; versions.len()],
-        ..Merged::default()
-    };
-    let newest = newest_of_page(versions, &mut merged);
-    let keys: Vec<&str> = newest.keys().copied().collect();
+    let mut keys: Vec<&str> = versions.iter().map(|v| v.key).collect();
+    keys.sort_unstable();
+    keys.dedup();
     let held = held_rows(client, table, &keys).await?;
     let gone = remembered(client, table, &keys).await?;
-    let change = weigh(versions, &newest, (&held, &gone), &mut merged);
+    let (merged, change) = weigh(versions, &held, &gone);
     take_out(client, schema, &change.out).await?;
     remember(client, table, change.remember).await?;
     forget(client, table, &change.forget).await?;
     Ok(merged)
-}
-
-/// The index of the newest of the page's versions of each key; the others
-/// are counted as seen.
-fn newest_of_page<'a>(versions: &[Version<'a>], merged: &mut Merged) -> HashMap<&'a str, usize> {
-    let mut newest: HashMap<&str, usize> = HashMap::new();
-    for (i, v) in versions.iter().enumerate() {
-        match newest.get(v.key) {
-            Some(&j) if !replaces(v.updated, versions[j].updated) => merged.seen += 1,
-            Some(_) => {
-                merged.seen += 1;
-                newest.insert(v.key, i);
-            }
-            None => {
-                newest.insert(v.key, i);
-            }
-        }
-    }
-    newest
 }
 
 /// The rows the table holds for `keys`, locked: each key's content key and
@@ -188,62 +101,6 @@ async fn remembered(client: &Client, table: &str, keys: &[&str]) -> Result<Gone,
                 .collect()
         })
         .map_err(|e| errors::from_pg_plain(&e))
-}
-
-/// The rows held for a page's keys: key -> (content key, update time).
-type Held = HashMap<String, (String, Option<SystemTime>)>;
-/// The deletions remembered for a page's keys: key -> deleted version's time.
-type Gone = HashMap<String, Option<SystemTime>>;
-
-/// What a page's merge changes at the table's side.
-#[derive(Default)]
-struct Change<'a> {
-    /// Content keys of held rows to take out (with their child rows).
-    out: Vec<&'a str>,
-    /// Deletions to remember: the key and the deleted version's time.
-    remember: Vec<(&'a str, Option<SystemTime>)>,
-    /// Remembered deletions a newer version undoes.
-    forget: Vec<&'a str>,
-}
-
-/// Weighs each key's newest version against the row held for it and the
-/// deletion remembered for it: marks in `merged` the versions to insert
-/// and counts the rest, and returns what the table side must change.
-fn weigh<'a>(
-    versions: &[Version<'a>],
-    newest: &HashMap<&'a str, usize>,
-    (held, gone): (&'a Held, &Gone),
-    merged: &mut Merged,
-) -> Change<'a> {
-    let mut change = Change::default();
-    for (&key, &i) in newest {
-        let v = &versions[i];
-        let row = held.get(key);
-        let stays = match (row, gone.get(key)) {
-            // The same version, held: nothing to do.
-            (Some((held_row, _)), _) if held_row == v.row => true,
-            (Some((_, at)), _) => !replaces(v.updated, *at),
-            (None, Some(at)) => !replaces(v.updated, *at),
-            (None, None) => false,
-        };
-        if stays {
-            merged.seen += 1;
-            continue;
-        }
-        if let Some((held_row, _)) = row {
-            change.out.push(held_row.as_str());
-        }
-        if v.deleted {
-            merged.deleted += usize::from(row.is_some());
-            change.remember.push((key, v.updated));
-        } else {
-            if gone.contains_key(key) {
-                change.forget.push(key);
-            }
-            merged.insert[i] = true;
-        }
-    }
-    change
 }
 
 /// Takes the rows of content keys `out` out of the family: their child
@@ -334,45 +191,4 @@ pub(crate) fn overtaken(table: &str) -> EtlError {
 /// A record without its primary key, as a reject.
 pub(crate) fn keyless(json: &str, why: String, table: &str) -> Result<Reject, EtlError> {
     Reject::new(json, why, format!("table {table}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_is_read_as_id_is_and_a_deletion_is_true_or_not_null() {
-        let keys = MergeKeys::new(["/id"]).hard_delete("/deleted");
-        assert_eq!(key_of(r#"{"id":5}"#, &keys).unwrap(), ("5".into(), false));
-        assert_eq!(
-            key_of(r#"{"id":"a","deleted":true}"#, &keys).unwrap(),
-            ("a".into(), true)
-        );
-        assert!(!key_of(r#"{"id":1,"deleted":false}"#, &keys).unwrap().1);
-        assert!(!key_of(r#"{"id":1,"deleted":null}"#, &keys).unwrap().1);
-        let at = MergeKeys::new(["/id"]).hard_delete("/deleted_at");
-        assert!(
-            key_of(r#"{"id":1,"deleted_at":"2026-01-01"}"#, &at)
-                .unwrap()
-                .1
-        );
-        let e = key_of(r#"{"name":"x"}"#, &keys).unwrap_err();
-        assert!(e.contains("primary key /id: not found"), "{e}");
-        let both = MergeKeys::new(["/org", "/n"]);
-        assert_eq!(
-            key_of(r#"{"org":"rust","n":7}"#, &both).unwrap().0,
-            r#"["rust",7]"#
-        );
-    }
-
-    #[test]
-    fn an_older_time_never_replaces_and_an_equal_one_read_later_does() {
-        let t = |s| Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s));
-        assert!(replaces(t(2), t(1)));
-        assert!(replaces(t(1), t(1)));
-        assert!(!replaces(t(1), t(2)));
-        assert!(!replaces(None, t(1)));
-        assert!(replaces(t(1), None));
-        assert!(replaces(None, None));
-    }
 }

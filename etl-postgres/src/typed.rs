@@ -11,6 +11,7 @@ use etl_core::content::typed::{
     loader, meta_json, update_micros, Cell, ColumnType, Contract, Misfit, RowKeys, RowWriter,
     Schema, SchemaOptions, ShredError, SplitWriter, Table,
 };
+use etl_core::content::write::merge::{key_of, Merged, Version};
 use etl_core::content::write::Write;
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject, Written};
@@ -85,7 +86,7 @@ pub(crate) struct Made {
     /// Made again as it was written: the stored schema had moved.
     remade: bool,
     /// Under merge, each of the batch's records' primary key and whether
-    /// it says it was deleted, or why it has none ([`merge::key_of`]):
+    /// it says it was deleted, or why it has none ([`key_of`]):
     /// read as the batch is made, beside the write before it, not on the
     /// write's own path.
     keys: Vec<Result<(String, bool), String>>,
@@ -350,7 +351,7 @@ impl Typed {
     /// Merges the batch's records into the family ([`merge::apply`]): a
     /// record without its primary key is refused, `_etl_id` holds each
     /// record's key, and the batch keeps only the rows that go in.
-    async fn merge(&self, client: &Client, made: &mut Made) -> Result<merge::Merged, EtlError> {
+    async fn merge(&self, client: &Client, made: &mut Made) -> Result<Merged, EtlError> {
         let batch = &mut made.batch;
         let n = batch.texts.len();
         let mut found = Vec::with_capacity(n);
@@ -366,11 +367,11 @@ impl Typed {
         }
         let kept: Vec<usize> = (0..n).filter(|&i| found[i].is_some()).collect();
         let merged = {
-            let versions: Vec<merge::Version<'_>> = kept
+            let versions: Vec<Version<'_>> = kept
                 .iter()
                 .filter_map(|&i| {
                     let (key, deleted) = found[i].as_ref()?;
-                    Some(merge::Version {
+                    Some(Version {
                         key,
                         row: &batch.tables[0].keys[i],
                         updated: batch.updated[i],
@@ -441,11 +442,7 @@ impl Typed {
             text: schema.to_json(),
         });
         let keys = match &self.options.write {
-            Write::Merge(keys) => batch
-                .texts
-                .iter()
-                .map(|text| merge::key_of(text, keys))
-                .collect(),
+            Write::Merge(keys) => batch.texts.iter().map(|text| key_of(text, keys)).collect(),
             _ => Vec::new(),
         };
         Ok(Made {

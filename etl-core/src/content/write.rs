@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub mod merge;
+
 /// How a run's records change a table: a pipeline file's `write`.
 ///
 /// ```
