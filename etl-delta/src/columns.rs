@@ -11,6 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The time zone of every timestamp column: Delta's `timestamp` is UTC.
 pub(crate) const UTC: &str = "UTC";
 
+/// When a remembered deletion was made ([`Columns::deletions`]).
+pub(crate) const DELETED_AT: &str = "_etl_deleted_at";
+
 /// What one table holds: its key column first, then the rest, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Columns {
@@ -23,6 +26,8 @@ pub(crate) struct Columns {
     grows: bool,
     /// The column holding each entry's JSON text, if one does.
     text: Option<&'static str>,
+    /// The key column, where it is not the first ([`Columns::keyed_by`]).
+    key: Option<&'static str>,
 }
 
 impl Columns {
@@ -52,6 +57,20 @@ impl Columns {
         .with_text("raw")
     }
 
+    /// A merge family's remembered deletions ([`crate::deleted`]):
+    /// `_etl_key` (the deleting version's content key), `_etl_id` (the
+    /// primary key it deleted), `_etl_updated_at` (the deleting version's
+    /// time), `_etl_deleted_at`.
+    pub fn deletions() -> Self {
+        use etl_core::content::typed::loader;
+        Columns::fixed(vec![
+            StructField::new(loader::KEY, DataType::STRING, false),
+            StructField::new(loader::ID, DataType::STRING, false),
+            StructField::new(loader::UPDATED_AT, DataType::TIMESTAMP, true),
+            StructField::new(DELETED_AT, DataType::TIMESTAMP, false),
+        ])
+    }
+
     fn fixed(fields: Vec<StructField>) -> Self {
         let fixed = fields.len();
         Columns {
@@ -59,6 +78,7 @@ impl Columns {
             fixed,
             grows: false,
             text: None,
+            key: None,
         }
     }
 
@@ -71,6 +91,7 @@ impl Columns {
             fields,
             grows: true,
             text: None,
+            key: None,
         }
     }
 
@@ -79,6 +100,14 @@ impl Columns {
     /// statistics, which such text gains nothing from.
     pub fn with_text(mut self, name: &'static str) -> Self {
         self.text = Some(name);
+        self
+    }
+
+    /// These columns, each entry known by `name` rather than the first
+    /// column: a merge table, one row per primary key (`_etl_id`), whose
+    /// key filters answer which files hold a key.
+    pub fn keyed_by(mut self, name: &'static str) -> Self {
+        self.key = Some(name);
         self
     }
 
@@ -94,7 +123,7 @@ impl Columns {
 
     /// The key column: what each entry is known by.
     pub fn key(&self) -> &str {
-        self.fields[0].name()
+        self.key.unwrap_or_else(|| self.fields[0].name())
     }
 
     /// Where `found` (an existing table's schema) differs from these

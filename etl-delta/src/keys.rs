@@ -165,17 +165,57 @@ impl KeyIndex {
         location: &str,
         others_only: bool,
     ) -> Result<Vec<bool>, EtlError> {
-        // (file, row group) -> the keys to look for there.
+        let mut held = vec![false; keys.len()];
+        for ((path, group), wanted) in self.probes(keys, others_only) {
+            if wanted.iter().all(|&i| held[i]) {
+                continue;
+            }
+            let stored = read_keys(store, &self.file(path), group, key, location).await?;
+            for i in wanted {
+                held[i] |= stored.contains(keys[i].as_str());
+            }
+        }
+        Ok(held)
+    }
+
+    /// The files that hold any of `keys` (a merge's rows to weigh, and
+    /// perhaps rewrite): those a filter may hold one in, confirmed against
+    /// the row group's key column.
+    pub async fn holding(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        keys: &[String],
+        key: &str,
+        location: &str,
+    ) -> Result<Vec<DataFile>, EtlError> {
+        let mut holding: Vec<DataFile> = Vec::new();
+        for ((path, group), wanted) in self.probes(keys, false) {
+            if holding.iter().any(|f| &f.path == path) {
+                continue;
+            }
+            let stored = read_keys(store, &self.file(path), group, key, location).await?;
+            if wanted.iter().any(|&i| stored.contains(keys[i].as_str())) {
+                holding.push(self.file(path));
+            }
+        }
+        Ok(holding)
+    }
+
+    /// (file, row group) -> the indexes of `keys` its filter may hold.
+    fn probes(
+        &self,
+        keys: &[String],
+        others_only: bool,
+    ) -> HashMap<(&Path, Option<usize>), Vec<usize>> {
         let mut probes: HashMap<(&Path, Option<usize>), Vec<usize>> = HashMap::new();
-        let files: Vec<(&Path, &FileKeys)> = self
-            .files
-            .iter()
-            .filter(|(_, file)| !(others_only && file.own))
-            .collect();
         // Each key hashed once for every filter; a filter probed for every
         // key while it is in cache.
         let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
-        for &(path, file) in &files {
+        let files = self
+            .files
+            .iter()
+            .filter(|(_, file)| !(others_only && file.own));
+        for (path, file) in files {
             for (group, filter) in &file.groups {
                 for (i, &hash) in hashes.iter().enumerate() {
                     if filter.may_hold(hash) {
@@ -184,22 +224,15 @@ impl KeyIndex {
                 }
             }
         }
-        let mut held = vec![false; keys.len()];
-        for ((path, group), wanted) in probes {
-            if wanted.iter().all(|&i| held[i]) {
-                continue;
-            }
-            let size = self.files[path].size;
-            let file = DataFile {
-                path: path.clone(),
-                size,
-            };
-            let stored = read_keys(store, &file, group, key, location).await?;
-            for i in wanted {
-                held[i] |= stored.contains(keys[i].as_str());
-            }
+        probes
+    }
+
+    /// The live file at `path`, as the index knows it.
+    fn file(&self, path: &Path) -> DataFile {
+        DataFile {
+            path: path.clone(),
+            size: self.files[path].size,
         }
-        Ok(held)
     }
 }
 
@@ -316,6 +349,21 @@ pub(crate) async fn read_text_and_time(
         }
     }
     Ok(rows)
+}
+
+/// Every row of one file, with all its columns: what a merge rewrites of
+/// a file that holds a row it replaces.
+pub(crate) async fn read_all(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    location: &str,
+) -> Result<Vec<deltalake::arrow::array::RecordBatch>, EtlError> {
+    let fail = |e| from_parquet(e, file.path.as_ref(), location);
+    let stream = open_file(store, file, location)
+        .await?
+        .build()
+        .map_err(fail)?;
+    stream.map(|b| b.map_err(fail)).try_collect().await
 }
 
 /// The `text` column of the row whose `time` column (a timestamp) is the

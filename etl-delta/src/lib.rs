@@ -30,6 +30,7 @@
 
 mod builders;
 mod columns;
+mod deleted;
 mod errors;
 mod filter;
 mod keys;
@@ -45,6 +46,7 @@ pub use deltalake;
 
 use async_trait::async_trait;
 use etl_core::content::typed::{loader, update_micros, Schema, SchemaOptions};
+use etl_core::content::write::Write;
 use etl_core::content::{CanonicalSink, KeyedJson};
 use etl_core::{EtlError, Record, Reject, RejectSink, Written};
 use std::time::SystemTime;
@@ -494,13 +496,7 @@ impl DeltaSink {
         if let Some(table) = self.rejects.get() {
             return Ok(Some(table));
         }
-        // A local table not yet made is not made here; on object storage,
-        // opening finds out.
-        let log = match self.rejects_at.url.to_file_path() {
-            Ok(dir) => dir.join("_delta_log").is_dir(),
-            Err(()) => true,
-        };
-        if log {
+        if self.rejects_at.holds_table() {
             self.rejects_table().await.map(Some)
         } else {
             Ok(None)
@@ -536,6 +532,13 @@ impl CanonicalSink for DeltaSink {
         encoded: Vec<KeyedJson>,
     ) -> Result<Written, EtlError> {
         if let Some(typed) = &self.typed {
+            if let Write::Merge(keys) = &typed.options().write {
+                let merged = typed.merge(&self.rows, rows, &encoded, keys).await?;
+                let kept = self.reject(&merged.refused).await?;
+                return Ok(Written::from(merged.new)
+                    .deleting(merged.deleted)
+                    .refusing(merged.refused.len(), kept));
+            }
             let (new, refused) = typed.store(&self.rows, rows, &encoded).await?;
             // Kept as rejects, and counted: the run exits 3 for them.
             let kept = self.reject(&refused).await?;

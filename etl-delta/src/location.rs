@@ -131,6 +131,16 @@ impl Location {
         self.beside("_rejects")
     }
 
+    /// Whether a table may be here: a local directory with a Delta log,
+    /// or any place on object storage (where only opening finds out). A
+    /// table read only if it exists is not made by looking.
+    pub fn holds_table(&self) -> bool {
+        match self.url.to_file_path() {
+            Ok(dir) => dir.join("_delta_log").is_dir(),
+            Err(()) => true,
+        }
+    }
+
     /// A table beside this one, its name this one's with `suffix` added:
     /// never inside this table's directory, where a VACUUM would delete it.
     pub fn beside(&self, suffix: &str) -> Result<Self, EtlError> {

@@ -40,6 +40,9 @@ use crate::keys::{writer_properties, DataFile, KeyIndex};
 use crate::location::Location;
 use crate::log;
 
+mod merge;
+pub(crate) use merge::{time_of, Rewrite};
+
 /// The app id of the `txn` action every append commits: one for all
 /// writers of a table, so that any two appends racing conflict.
 pub(crate) const APP_ID: &str = "etl-delta";

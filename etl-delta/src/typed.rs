@@ -28,6 +28,7 @@ use deltalake::kernel::{Add, DataType, MetadataValue, StructField, StructType};
 use etl_core::content::typed::{
     loader, update_micros, Column, ColumnType, Schema, SchemaOptions, ShredError,
 };
+use etl_core::content::write::Write;
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
 use futures_util::future::join_all;
@@ -38,9 +39,12 @@ use tokio::sync::Mutex;
 
 use crate::builders::{Builders, TableBatch};
 use crate::columns::{micros, Columns};
+use crate::deleted::Deleted;
 use crate::errors::from_arrow;
 use crate::location::Location;
 use crate::table::{Basis, KeyedTable, Known, Staged};
+
+mod merge;
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
 /// the family's schema.
@@ -69,6 +73,8 @@ pub(crate) struct Typed {
     stage: Option<String>,
     options: SchemaOptions,
     state: Mutex<State>,
+    /// A merge family's remembered deletions; `None` for any other.
+    deleted: Option<Deleted>,
     /// A test's writer that stops as if killed between its commits: the
     /// child tables' go in, the resource's never comes.
     #[cfg(test)]
@@ -240,7 +246,13 @@ impl Typed {
     pub(crate) fn fresh_columns(name: &str, options: &SchemaOptions) -> Result<Columns, EtlError> {
         let fresh = Schema::new(name, options.clone()).map_err(EtlError::InvalidInput)?;
         let fields = table_fields(&fresh, 0, Some(&fresh.to_json()));
-        Ok(Columns::growing(fields, loader::RECORD_COLUMNS.len()).with_text(loader::ROW))
+        let columns = Columns::growing(fields, loader::RECORD_COLUMNS.len()).with_text(loader::ROW);
+        // A merge table holds one row per primary key: its key filters are
+        // on `_etl_id`, so that a page's keys find the files holding them.
+        Ok(match options.write {
+            Write::Merge(_) => columns.keyed_by(loader::ID),
+            _ => columns,
+        })
     }
 
     /// The family of the resource table `root` (opened with
@@ -275,14 +287,24 @@ impl Typed {
             children: HashMap::new(),
             unfinished: HashSet::new(),
         };
+        let deleted = match options.write {
+            Write::Merge(_) => Some(Deleted::beside(&at)?),
+            _ => None,
+        };
         Ok(Typed {
             at,
             stage: None,
             options,
             state: Mutex::new(state),
+            deleted,
             #[cfg(test)]
             killed_before_root: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The options the family was opened with.
+    pub(crate) fn options(&self) -> &SchemaOptions {
+        &self.options
     }
 
     /// Whether the family held rows when it was opened.
@@ -317,6 +339,9 @@ impl Typed {
         for child in self.state.lock().await.children.values() {
             child.settle().await;
         }
+        if let Some(deleted) = &self.deleted {
+            deleted.settle().await;
+        }
     }
 
     /// The family's schema as this process last read or committed it.
@@ -344,8 +369,9 @@ impl Typed {
         }
         let records: Vec<&str> = fresh.iter().map(|&i| keys[i].as_str()).collect();
         for _ in 0..crate::table::MAX_RACES {
-            let (batch, refused, grows) =
-                self.grow(root, &mut state, rows, encoded, &fresh).await?;
+            let (batch, refused, grows) = self
+                .grow(root, &mut state, rows, encoded, (&fresh, None))
+                .await?;
             // This writer wrote no child row of a record it finds new,
             // unless a load of it failed (or was made again) after its
             // child rows were in: only other writers' files (a killed
@@ -420,31 +446,9 @@ impl Typed {
         (at_version, children): (deltalake::kernel::Version, Known),
         grows: Option<&RootGrowth>,
     ) -> Result<Option<usize>, EtlError> {
-        let loaded_at = micros(SystemTime::now()).unwrap_or(0);
-        let shown = &self.at.shown;
-        let mut parts = Vec::new();
-        for at in (0..batch.tables()).rev() {
-            let mut part = batch
-                .finish(at, &state.schema, loaded_at)
-                .map_err(|e| from_arrow(e, shown))?;
-            if let (0, Some(grows)) = (at, grows) {
-                // The resource's new columns and the schema's new text go
-                // in the commit of its rows.
-                part.fields = table_fields(&state.schema, 0, Some(&grows.text));
-            }
-            if at > 0 {
-                if part.keys.is_empty() {
-                    continue;
-                }
-                self.child(state, at).await?;
-            }
-            let known = match at {
-                // Every row is of a record new at `at_version`.
-                0 => Known::NewAt(at_version),
-                _ => children,
-            };
-            parts.push((at, part, known));
-        }
+        let parts = self
+            .parts(state, &mut batch, grows, (at_version, children))
+            .await?;
         let tables: Vec<&KeyedTable> = parts
             .iter()
             .map(|&(at, ..)| match at {
@@ -475,6 +479,46 @@ impl Typed {
         commit_staged(&tables, parts, staged, base).await
     }
 
+    /// Each table's rows of `batch`, the deepest table first, with what is
+    /// known of them (the resource's: new at `at_version`; the child
+    /// tables': `children`), the resource's with the schema's new text
+    /// where it `grows`; a child table with no row is left out, and one
+    /// with rows opened (made) first.
+    async fn parts(
+        &self,
+        state: &mut State,
+        batch: &mut Builders,
+        grows: Option<&RootGrowth>,
+        (at_version, children): (deltalake::kernel::Version, Known),
+    ) -> Result<Vec<(usize, TableBatch, Known)>, EtlError> {
+        let loaded_at = micros(SystemTime::now()).unwrap_or(0);
+        let shown = &self.at.shown;
+        let mut parts = Vec::new();
+        for at in (0..batch.tables()).rev() {
+            let mut part = batch
+                .finish(at, &state.schema, loaded_at)
+                .map_err(|e| from_arrow(e, shown))?;
+            if let (0, Some(grows)) = (at, grows) {
+                // The resource's new columns and the schema's new text go
+                // in the commit of its rows.
+                part.fields = table_fields(&state.schema, 0, Some(&grows.text));
+            }
+            if at > 0 {
+                if part.keys.is_empty() {
+                    continue;
+                }
+                self.child(state, at).await?;
+            }
+            let known = match at {
+                // Every row is of a record new at `at_version`.
+                0 => Known::NewAt(at_version),
+                _ => children,
+            };
+            parts.push((at, part, known));
+        }
+        Ok(parts)
+    }
+
     /// Makes the batch's rows on the schema the resource's table holds,
     /// with what the open child tables hold beyond it taken in, and the
     /// growth to commit with them, if any ([`RootGrowth`]).
@@ -484,7 +528,7 @@ impl Typed {
         state: &mut State,
         rows: &[T],
         encoded: &[KeyedJson],
-        fresh: &[usize],
+        (fresh, ids): (&[usize], Option<&[Option<String>]>),
     ) -> Result<(Builders, Vec<Reject>, Option<RootGrowth>), EtlError> {
         let fields = root.schema().await;
         let stored = stored_schema(&fields).unwrap_or_default();
@@ -502,7 +546,7 @@ impl Typed {
         // A schema read back counts its tables as existing; a family that
         // holds no row yet is still shaped by its first load.
         state.schema.set_exists(state.exists);
-        let (batch, refused) = self.shred(&mut state.schema, rows, encoded, fresh)?;
+        let (batch, refused) = self.shred(&mut state.schema, rows, encoded, (fresh, ids))?;
         let grows = (state.schema.generation() != state.committed).then(|| RootGrowth {
             base: state.stored.clone(),
             text: state.schema.to_json(),
@@ -573,12 +617,14 @@ impl Typed {
 
     /// The batch's rows of the records `fresh`, on every core when they
     /// are many, and the records a frozen schema refused, as rejects.
+    /// `_etl_id` holds each record's `ids` entry where given (a merge's
+    /// primary keys), else its [`Record::record_id`].
     fn shred<T: Record>(
         &self,
         schema: &mut Schema,
         rows: &[T],
         encoded: &[KeyedJson],
-        fresh: &[usize],
+        (fresh, ids): (&[usize], Option<&[Option<String>]>),
     ) -> Result<(Builders, Vec<Reject>), EtlError> {
         let (batch, refused) =
             schema.shred_batch(fresh.len(), |schema, batch: &mut Builders, n| {
@@ -586,7 +632,10 @@ impl Typed {
                 let (row, KeyedJson { key, json }) = (&rows[i], &encoded[i]);
                 match schema.shred(json, key, batch) {
                     Ok(()) => {
-                        let id = row.record_id();
+                        let id = match ids {
+                            Some(ids) => ids[i].clone(),
+                            None => row.record_id(),
+                        };
                         batch.record(id.as_deref(), update_micros(row, key), json);
                         Ok(None)
                     }

@@ -4,6 +4,7 @@
 //! makes one) and are ignored without `--include-ignored`.
 
 use etl_core::content::typed::{ColumnType, Contract, SchemaOptions};
+use etl_core::content::write::{MergeKeys, Write};
 use etl_core::{Record, Sink};
 use etl_delta::DeltaSink;
 use serde_json::{json, Value};
@@ -700,4 +701,167 @@ async fn a_load_that_grows_a_child_table_commits_once_a_table() {
     assert_eq!(own.len(), 1, "`X` named apart from `x`: {schema:?}");
     assert_eq!(type_of(schema, own[0]), "PrimitiveType(\"string\")");
     assert_eq!(read.rows.len(), 3, "each child row once: {:?}", read.rows);
+}
+
+/// An issue version: its `id`, `title`, time (seconds past 2026-01-01) and
+/// labels; `deleted` marks a deletion.
+fn version(id: i64, title: &str, secs: u64, labels: &[&str], deleted: bool) -> Doc {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_225_600 + secs);
+    let labels: Vec<Value> = labels.iter().map(|l| json!({"name": l})).collect();
+    Doc(
+        json!({"id": id, "title": title, "deleted": deleted, "labels": labels,
+               "updated_at": humantime::format_rfc3339(at).to_string()}),
+    )
+}
+
+fn merging() -> SchemaOptions {
+    let keys = MergeKeys::new(["/id"]).hard_delete("/deleted");
+    SchemaOptions::default().write(Write::Merge(keys))
+}
+
+/// Rows as (id, text) pairs.
+type Pairs = Vec<(i64, String)>;
+
+/// Each current row's id and title, and its labels as a join reads them.
+fn merged(root: &Path, labels: &Path) -> (Pairs, Pairs) {
+    let rows = query("SELECT id, title FROM t0 ORDER BY id", &[root])
+        .rows
+        .into_iter()
+        .map(|r| (r[0].as_i64().unwrap(), r[1].as_str().unwrap().to_owned()))
+        .collect();
+    let joined = query(
+        "SELECT t0.id, t1.name FROM t0 JOIN t1 ON t1._etl_parent_key = t0._etl_key ORDER BY t0.id, t1._etl_list_idx",
+        &[root, labels],
+    )
+    .rows
+    .into_iter()
+    .map(|r| (r[0].as_i64().unwrap(), r[1].as_str().unwrap().to_owned()))
+    .collect();
+    (rows, joined)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_merge_keeps_each_keys_newest_version_and_deletions_stay_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "gh");
+    let labels = dir.path().join("gh__labels");
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+        .await
+        .unwrap();
+    let write = |page: Vec<Doc>| {
+        let sink = &sink;
+        async move {
+            sink.prepare(&page, None)
+                .await
+                .unwrap()
+                .write()
+                .await
+                .unwrap()
+        }
+    };
+    let first = write(vec![
+        version(1, "one", 10, &["a"], false),
+        version(2, "two", 10, &[], false),
+        version(3, "three", 10, &[], false),
+    ])
+    .await;
+    assert_eq!(first.new, 3);
+    // An update with new labels, an older version (seen), and two versions
+    // of one key in one page: the newer wins, wherever it is in the page.
+    let second = write(vec![
+        version(1, "one, edited", 20, &["b", "c"], false),
+        version(2, "two, older", 5, &[], false),
+        version(3, "three, newest", 40, &[], false),
+        version(3, "three, newer", 30, &[], false),
+    ])
+    .await;
+    assert_eq!(second.new, 2);
+    let (rows, joined) = merged(Path::new(&root), &labels);
+    assert_eq!(
+        rows,
+        [
+            (1, "one, edited".into()),
+            (2, "two".into()),
+            (3, "three, newest".into())
+        ]
+    );
+    assert_eq!(
+        joined,
+        [(1, "b".into()), (1, "c".into())],
+        "the old version's labels join no row"
+    );
+
+    // A deletion takes the row out; an older version read later does not
+    // bring it back; a newer one does.
+    let deletion = write(vec![version(2, "two", 50, &[], true)]).await;
+    assert_eq!((deletion.new, deletion.deleted), (0, 1));
+    assert_eq!(sink.count().await.unwrap(), 2);
+    let stale = write(vec![version(2, "two, stale", 45, &[], false)]).await;
+    assert_eq!(stale.new, 0);
+    let (rows, _) = merged(Path::new(&root), &labels);
+    assert_eq!(
+        rows,
+        [(1, "one, edited".into()), (3, "three, newest".into())]
+    );
+
+    // Another writer, opened afresh, replays the first page and brings key
+    // 2 back with a newer version: what it remembers is the table's.
+    let again = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+        .await
+        .unwrap();
+    let replay = vec![
+        version(1, "one", 10, &["a"], false),
+        version(2, "two", 10, &[], false),
+        version(2, "two, made again", 60, &["z"], false),
+    ];
+    assert_eq!(again.load(&replay).await.unwrap(), 1);
+    let (rows, joined) = merged(Path::new(&root), &labels);
+    assert_eq!(
+        rows,
+        [
+            (1, "one, edited".into()),
+            (2, "two, made again".into()),
+            (3, "three, newest".into())
+        ]
+    );
+    assert_eq!(joined, [(1, "b".into()), (1, "c".into()), (2, "z".into())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn four_writers_merging_one_table_at_once_keep_each_keys_newest_version_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "gh");
+    let labels = dir.path().join("gh__labels");
+    let mut writers = Vec::new();
+    for w in 0..4u64 {
+        let root = root.clone();
+        writers.push(tokio::spawn(async move {
+            let sink = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+                .await
+                .unwrap();
+            // Every writer holds a version of every key; writer w's is
+            // the newest for keys k with k % 4 == w.
+            for page in 0..5i64 {
+                let docs: Vec<Doc> = (page * 8..page * 8 + 8)
+                    .map(|k| {
+                        let newest = (k as u64) % 4 == w;
+                        let secs = if newest { 100 } else { 10 + w };
+                        let title = format!("{k} by {w}");
+                        version(k, &title, secs, &[&title], false)
+                    })
+                    .collect();
+                sink.load(&docs).await.unwrap();
+            }
+            sink.settle().await;
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let (rows, joined) = merged(Path::new(&root), &labels);
+    let want: Vec<(i64, String)> = (0..40).map(|k| (k, format!("{k} by {}", k % 4))).collect();
+    assert_eq!(rows, want, "each key once, its newest version");
+    assert_eq!(joined, want, "each row with its own version's child row");
 }

@@ -12,16 +12,6 @@ use super::{
 };
 use etl_core::content::write::Write;
 
-/// Refuses what this release does not write into Delta yet (merge): a
-/// file asking for it never loads as an append.
-fn unbuilt(write: &Write) -> Result<(), EtlError> {
-    match write {
-        Write::Merge(_) => Err(EtlError::InvalidInput(format!(
-            "`write = \"{write}\"` into a Delta table is not available in this release; the table was not touched"
-        ))),
-        _ => Ok(()),
-    }
-}
 use crate::rest::TableShape;
 
 impl Store for DeltaSink {
@@ -36,10 +26,8 @@ impl Store for DeltaSink {
     ) -> impl Future<Output = Result<Self, EtlError>> + Send {
         let location = place(location, &target);
         let (name, shape) = (target.resource.to_owned(), target.shape.clone());
-        let unbuilt = unbuilt(target.write);
         let replace = *target.write == Write::Replace;
         async move {
-            unbuilt?;
             match shape {
                 TableShape::Json => DeltaSink::open_as::<T>(&location).await,
                 TableShape::Typed(options) if replace => {

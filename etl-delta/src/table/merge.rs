@@ -1,0 +1,250 @@
+//! A merge table's side of a merge: the rows it holds for a page's keys
+//! ([`KeyedTable::holders`]), and one commit that takes the replaced rows
+//! out and puts the page's in ([`KeyedTable::rewrite`]).
+//!
+//! A merge table's key column is `_etl_id` (the primary key), so its key
+//! filters answer which files hold a key. A file holding a row that goes
+//! out is written again without it (copy-on-write): the commit removes
+//! the old file and adds its rewrite and the new rows' file, so a reader
+//! sees every key once at every version. The commit goes in only at the
+//! version after the one the rows were read at: a writer that loses the
+//! race reads the winners' changes and weighs its page again.
+
+use deltalake::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
+use deltalake::arrow::datatypes::{DataType as ArrowType, Int64Type};
+use etl_core::content::typed::loader;
+use etl_core::content::write::merge::Held;
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::keys::read_all;
+
+/// The rows a merge table holds for a page's keys, read at one version.
+pub(crate) struct Holders {
+    /// The version they were read at: a rewrite of them commits only at
+    /// the next.
+    at: Version,
+    /// The files holding any of the keys, with their rows.
+    files: Vec<(DataFile, RecordBatch)>,
+    /// What the merge weighs: each held key's content key and time.
+    pub held: Held,
+}
+
+/// How a [`KeyedTable::rewrite`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Rewrite {
+    /// Committed.
+    Done,
+    /// Another writer committed first: the page is weighed again against
+    /// [`KeyedTable::holders`] read anew.
+    Lost,
+    /// The table no longer agrees with the batch's basis ([`Basis`]):
+    /// the batch is made again.
+    Moved,
+}
+
+impl KeyedTable {
+    /// The rows of the live files that hold any of `ids` (the table's key
+    /// column, a merge table's `_etl_id`), read whole, as this writer
+    /// knows the table.
+    pub async fn holders(&self, ids: &[String]) -> Result<Holders, EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        state.settle().await;
+        let store = state.table.object_store();
+        let key = self.columns.key();
+        let holding = match state.index.holding(&store, ids, key, shown).await {
+            Ok(files) => files,
+            // A file compacted away and vacuumed since: look again.
+            Err(_) => {
+                state.refresh(&self.columns, shown).await?;
+                state.index.holding(&store, ids, key, shown).await?
+            }
+        };
+        let mut files = Vec::with_capacity(holding.len());
+        let mut held = Held::new();
+        for file in holding {
+            let batches = read_all(&store, &file, shown).await?;
+            let Some(first) = batches.first() else {
+                continue;
+            };
+            let rows =
+                concat_batches(&first.schema(), &batches).map_err(|e| from_arrow(e, shown))?;
+            note_held(&rows, &mut held).map_err(|e| from_arrow(e, shown))?;
+            files.push((file, rows));
+        }
+        Ok(Holders {
+            at: state.version,
+            files,
+            held,
+        })
+    }
+
+    /// Commits, at the version after the one `holders` were read at, the
+    /// removal of the held rows whose content keys are `out` (each file
+    /// holding one is written again without it) and the rows `new`, whose
+    /// `_etl_id`s are `ids`, of the columns `fields` (those the table lacks
+    /// are added by the same commit, checked against `basis`).
+    pub async fn rewrite(
+        &self,
+        holders: Holders,
+        out: &HashSet<&str>,
+        (new, ids): (Option<RecordBatch>, &[&str]),
+        fields: &[StructField],
+        basis: Basis<'_>,
+    ) -> Result<Rewrite, EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        state.settle().await;
+        if basis.moved(&state.schema, fields) {
+            return Ok(Rewrite::Moved);
+        }
+        if state.version != holders.at {
+            return Ok(Rewrite::Lost);
+        }
+        let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
+            .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
+        let schema = grown.clone().unwrap_or_else(|| state.schema.clone());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut removes = Vec::new();
+        // Each written file's adds, and the keys its filter holds.
+        let mut written: Vec<(Vec<Add>, Vec<String>)> = Vec::new();
+        for (file, rows) in holders.files {
+            let keep = kept(&rows, out).map_err(|e| from_arrow(e, shown))?;
+            if keep.true_count() == rows.num_rows() {
+                continue;
+            }
+            let remove = remove_of(&file, now);
+            removes.push(remove);
+            let rest = filter_record_batch(&rows, &keep).map_err(|e| from_arrow(e, shown))?;
+            if rest.num_rows() > 0 {
+                let keys = ids_of(&rest).map_err(|e| from_arrow(e, shown))?;
+                let rest = conform(rest, &schema).map_err(|e| from_arrow(e, shown))?;
+                let adds = state.write(rest, &self.columns, keys.len(), shown).await?;
+                written.push((adds, keys));
+            }
+        }
+        if let Some(new) = new.filter(|b| b.num_rows() > 0) {
+            let new = conform(new, &schema).map_err(|e| from_arrow(e, shown))?;
+            let adds = state.write(new, &self.columns, ids.len(), shown).await?;
+            written.push((adds, ids.iter().map(|s| s.to_string()).collect()));
+        }
+        if written.is_empty() && removes.is_empty() && grown.is_none() {
+            return Ok(Rewrite::Done);
+        }
+        let metadata = match grown {
+            Some(schema) => Some(
+                state
+                    .metadata
+                    .clone()
+                    .with_schema(&schema)
+                    .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
+            ),
+            None => None,
+        };
+        let adds: Vec<Add> = written.iter().flat_map(|(a, _)| a.clone()).collect();
+        let at = state.version;
+        let store = state.table.object_store();
+        match state.commit(&adds, &removes, metadata).await {
+            Ok(()) => {
+                let gone: Vec<Path> = removes
+                    .iter()
+                    .map(|r| Path::from(r.path.as_str()))
+                    .collect();
+                state.index.remove(&gone);
+                for (adds, keys) in &written {
+                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                    for add in adds {
+                        state.index.add_written(data_file(add), &keys);
+                    }
+                }
+                Ok(Rewrite::Done)
+            }
+            Err(e) => {
+                let staged = Staged {
+                    at,
+                    entries: Vec::new(),
+                    adds,
+                };
+                discard(&store, Some(staged)).await;
+                if !lost_race(&e) {
+                    return Err(from_delta(e, "committing", shown));
+                }
+                tracing::debug!(table = shown, error = %e, "lost a merge's commit race; weighing the page again");
+                state.catch_up(&self.columns, shown).await?;
+                Ok(Rewrite::Lost)
+            }
+        }
+    }
+}
+
+/// Notes each row of `rows` (a merge table's file) in `held`: its
+/// `_etl_id`, `_etl_key` and `_etl_updated_at`.
+fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<(), ArrowError> {
+    let column = |name: &str, to: &ArrowType| {
+        let found = rows
+            .column_by_name(name)
+            .ok_or_else(|| ArrowError::SchemaError(format!("no `{name}` column")))?;
+        cast(found, to)
+    };
+    let ids = column(loader::ID, &ArrowType::Utf8)?;
+    let keys = column(loader::KEY, &ArrowType::Utf8)?;
+    let times = column(loader::UPDATED_AT, &ArrowType::Int64)?;
+    let (ids, keys) = (ids.as_string::<i32>(), keys.as_string::<i32>());
+    let times = times.as_primitive::<Int64Type>();
+    for i in (0..rows.num_rows()).filter(|&i| ids.is_valid(i)) {
+        let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
+        held.insert(ids.value(i).to_owned(), (keys.value(i).to_owned(), at));
+    }
+    Ok(())
+}
+
+/// A time read as microseconds since the epoch.
+pub(crate) fn time_of(micros: i64) -> Option<SystemTime> {
+    UNIX_EPOCH.checked_add(Duration::from_micros(u64::try_from(micros).ok()?))
+}
+
+/// Which rows of `rows` stay: those whose `_etl_key` is not in `out`.
+fn kept(rows: &RecordBatch, out: &HashSet<&str>) -> Result<BooleanArray, ArrowError> {
+    let keys = rows
+        .column_by_name(loader::KEY)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no `{}` column", loader::KEY)))?;
+    let keys = cast(keys, &ArrowType::Utf8)?;
+    let keys = keys.as_string::<i32>();
+    Ok((0..rows.num_rows())
+        .map(|i| Some(!(keys.is_valid(i) && out.contains(keys.value(i)))))
+        .collect())
+}
+
+/// The `_etl_id`s of `rows`.
+fn ids_of(rows: &RecordBatch) -> Result<Vec<String>, ArrowError> {
+    let ids = rows
+        .column_by_name(loader::ID)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no `{}` column", loader::ID)))?;
+    let ids = cast(ids, &ArrowType::Utf8)?;
+    let ids = ids.as_string::<i32>();
+    Ok((0..ids.len())
+        .filter(|&i| ids.is_valid(i))
+        .map(|i| ids.value(i).to_owned())
+        .collect())
+}
+
+/// The `remove` action of the live file `file`, removed at `now` (ms).
+fn remove_of(file: &DataFile, now: i64) -> Remove {
+    Remove {
+        path: file.path.to_string(),
+        data_change: true,
+        deletion_timestamp: Some(now),
+        extended_file_metadata: Some(true),
+        partition_values: Some(Default::default()),
+        size: i64::try_from(file.size).ok(),
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+    }
+}

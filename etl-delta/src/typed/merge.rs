@@ -1,0 +1,234 @@
+//! `write = "merge"` into a typed family in Delta: one row per primary
+//! key, the newest version read, deletions remembered.
+//!
+//! A load weighs its records ([`etl_core::content::write::merge`]) against
+//! the rows the resource's table holds for their keys
+//! ([`KeyedTable::holders`]) and the deletions remembered for them
+//! ([`Deleted`]); then commits the deletions it makes, the child rows of
+//! the versions that go in, and last the resource's table: one commit
+//! that takes the replaced and deleted rows out (rewriting the files that
+//! hold them) and puts the new versions in ([`KeyedTable::rewrite`]). A
+//! reader joining a child table on `_etl_parent_key = _etl_key` sees each
+//! current row with exactly its own version's child rows; the child rows
+//! of a replaced version stay in their table, joined to no current row.
+//!
+//! A writer whose commit of the resource's table loses the race to
+//! another's weighs its records again against the winner's rows, so of two
+//! writers' versions of a key the newest stays, whatever the order of
+//! their commits.
+
+use etl_core::content::typed::update_micros;
+use etl_core::content::write::merge::{key_of, weigh, Version as Weighed};
+use etl_core::content::write::MergeKeys;
+
+use super::*;
+use crate::deleted::Deletion;
+use crate::table::{time_of, Rewrite, MAX_RACES};
+
+/// What a merge load did.
+#[derive(Debug, Default)]
+pub(crate) struct Merged {
+    /// Rows inserted (new keys, or newer versions of held ones).
+    pub new: usize,
+    /// Rows a deletion took out.
+    pub deleted: usize,
+    /// Records refused (no primary key, or a frozen schema's refusal).
+    pub refused: Vec<Reject>,
+}
+
+/// A page's records as a merge knows them: each one's primary key and
+/// whether it says it was deleted (`None`: it has no key, and is refused).
+struct Keyed {
+    found: Vec<Option<(String, bool)>>,
+    /// `found`'s keys, as `_etl_id` holds them.
+    ids: Vec<Option<String>>,
+    /// The distinct keys, to look up.
+    distinct: Vec<String>,
+    times: Vec<Option<SystemTime>>,
+}
+
+impl Typed {
+    /// Merges `rows` (their keys and canonical JSON `encoded`) into the
+    /// family whose resource's table is `root`, on the primary key and
+    /// deletion mark `keys` say.
+    pub(crate) async fn merge<T: Record>(
+        &self,
+        root: &KeyedTable,
+        rows: &[T],
+        encoded: &[KeyedJson],
+        keys: &MergeKeys,
+    ) -> Result<Merged, EtlError> {
+        let shown = &self.at.shown;
+        let Some(deleted) = &self.deleted else {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {shown}: a merge into a family not opened for merge"
+            )));
+        };
+        let mut merged = Merged::default();
+        let keyed = self.keyed(rows, encoded, keys, &mut merged.refused)?;
+        // Under the family's lock: this process's loads merge one at a time.
+        let mut state = self.state.lock().await;
+        for _ in 0..MAX_RACES {
+            let holders = root.holders(&keyed.distinct).await?;
+            let gone = deleted.gone(&keyed.distinct).await?;
+            let (order, versions): (Vec<usize>, Vec<Weighed<'_>>) = (0..encoded.len())
+                .filter_map(|i| {
+                    let (key, deleted) = keyed.found[i].as_ref()?;
+                    let version = Weighed {
+                        key,
+                        row: &encoded[i].key,
+                        updated: keyed.times[i],
+                        deleted: *deleted,
+                    };
+                    Some((i, version))
+                })
+                .unzip();
+            let (weighed, change) = weigh(&versions, &holders.held, &gone);
+            let fresh: Vec<usize> = order
+                .iter()
+                .zip(&weighed.insert)
+                .filter(|(_, &goes)| goes)
+                .map(|(&i, _)| i)
+                .collect();
+            // Remembered before the rows leave: a reader of the resource's
+            // table, then of the deletions, never misses one.
+            let deletions: Vec<Deletion<'_>> = change
+                .remember
+                .iter()
+                .filter_map(|&(key, updated)| {
+                    let v = versions
+                        .iter()
+                        .rev()
+                        .find(|v| v.key == key && v.deleted && v.updated == updated)?;
+                    Some(Deletion {
+                        row: v.row,
+                        key,
+                        updated,
+                    })
+                })
+                .collect();
+            deleted.remember(&deletions).await?;
+            let (mut batch, frozen, grows) = self
+                .grow(root, &mut state, rows, encoded, (&fresh, Some(&keyed.ids)))
+                .await?;
+            let mut parts = self
+                .parts(&mut state, &mut batch, grows.as_ref(), (0, Known::Nothing))
+                .await?;
+            let resource = match parts.last() {
+                Some((0, ..)) => parts.pop().map(|(_, part, _)| part),
+                _ => None,
+            };
+            let tables: Vec<&KeyedTable> = parts
+                .iter()
+                .map(|&(at, ..)| &state.children[state.schema.tables()[at].name()])
+                .collect();
+            let staged = join_all(
+                parts
+                    .iter()
+                    .zip(&tables)
+                    .map(|((_, part, known), table)| stage(table, part, (*known, Basis::Columns))),
+            )
+            .await;
+            if commit_staged(&tables, parts, staged, None).await?.is_none() {
+                // A child table another writer grew: made again.
+                state.stored.clear();
+                continue;
+            }
+            // The rows that go in: a version the frozen schema refused
+            // does not, and leaves the row it would have replaced.
+            let landing: HashSet<&str> = resource
+                .as_ref()
+                .map(|p| p.keys.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let new_ids: Vec<&str> = fresh
+                .iter()
+                .filter(|&&i| landing.contains(encoded[i].key.as_str()))
+                .filter_map(|&i| keyed.ids[i].as_deref())
+                .collect();
+            let leaving: HashSet<&str> = new_ids
+                .iter()
+                .copied()
+                .chain(deletions.iter().map(|d| d.key))
+                .collect();
+            let replaced: HashSet<&str> = change.out.iter().copied().collect();
+            let out: HashSet<String> = holders
+                .held
+                .iter()
+                .filter(|(id, (row, _))| {
+                    leaving.contains(id.as_str()) && replaced.contains(row.as_str())
+                })
+                .map(|(_, (row, _))| row.clone())
+                .collect();
+            let out: HashSet<&str> = out.iter().map(String::as_str).collect();
+            let (new, fields) = match resource {
+                Some(TableBatch { batch, fields, .. }) => (Some(batch), fields),
+                None => (None, Vec::new()),
+            };
+            let base = grows.as_ref().map(|g| g.base.as_str());
+            let rewrite = root
+                .rewrite(holders, &out, (new, &new_ids), &fields, basis(0, base))
+                .await?;
+            match rewrite {
+                Rewrite::Done => {
+                    if let Some(grows) = grows {
+                        state.stored = grows.text;
+                        state.committed = state.schema.generation();
+                    }
+                    if !new_ids.is_empty() {
+                        state.exists = true;
+                        state.schema.set_exists(true);
+                    }
+                    merged.new = new_ids.len();
+                    merged.deleted = weighed.deleted;
+                    merged.refused.extend(frozen);
+                    return Ok(merged);
+                }
+                Rewrite::Lost => {}
+                Rewrite::Moved => state.stored.clear(),
+            }
+        }
+        Err(EtlError::Network(format!(
+            "Delta table {shown}: lost the merge's commit race {MAX_RACES} times in a row to other writers"
+        )))
+    }
+
+    /// Each record's primary key, deletion mark and time; a record without
+    /// its key is refused into `refused`, naming the pointer.
+    fn keyed<T: Record>(
+        &self,
+        rows: &[T],
+        encoded: &[KeyedJson],
+        keys: &MergeKeys,
+        refused: &mut Vec<Reject>,
+    ) -> Result<Keyed, EtlError> {
+        let mut found = Vec::with_capacity(encoded.len());
+        for c in encoded {
+            match key_of(&c.json, keys) {
+                Ok(key) => found.push(Some(key)),
+                Err(why) => {
+                    let source = format!("Delta table {}", self.at.shown);
+                    refused.push(Reject::new(c.json.as_str(), why, source)?);
+                    found.push(None);
+                }
+            }
+        }
+        let ids: Vec<Option<String>> = found
+            .iter()
+            .map(|f| f.as_ref().map(|(key, _)| key.clone()))
+            .collect();
+        let mut distinct: Vec<String> = ids.iter().flatten().cloned().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let times = rows
+            .iter()
+            .zip(encoded)
+            .map(|(row, c)| update_micros(row, &c.key).and_then(time_of))
+            .collect();
+        Ok(Keyed {
+            found,
+            ids,
+            distinct,
+            times,
+        })
+    }
+}
