@@ -14,9 +14,9 @@
 mod api;
 mod common;
 
-use api::{items, pipeline, Api, Style};
+use api::{issue, items, pipeline, Api, Style};
 use etl_sources::replay::{Replay, ReplayServer, Update, BUNDLED_LAUNCHES_2_3_0};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -761,3 +761,230 @@ import sys
 from deltalake import DeltaTable
 print(DeltaTable(sys.argv[1]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True))
 "#;
+
+/// What the Python `deltalake` package reads of a merged family `TABLE`
+/// and `TABLE__labels`: each current row as "number second state labels"
+/// (its labels joined on `_etl_parent_key = _etl_key`, sorted), the rows
+/// a key, and the labels joined to any current row.
+const READ_MERGED: &str = r#"
+import json, os, sys
+from deltalake import DeltaTable, QueryBuilder
+root = sys.argv[1]
+q = QueryBuilder().register("t", DeltaTable(root))
+def rows(sql, names):
+    t = q.execute(sql).read_all()
+    return [dict(zip(names, r)) for r in zip(*(t.column(n).to_pylist() for n in names))]
+t = rows("select number, cast(date_part('second', _etl_updated_at) as bigint) as s, state, _etl_key from t",
+         ["number", "s", "state", "_etl_key"])
+labels = {}
+if os.path.isdir(os.path.join(root + "__labels", "_delta_log")):
+    q.register("l", DeltaTable(root + "__labels"))
+    for row in rows("select _etl_parent_key, name from l", ["_etl_parent_key", "name"]):
+        labels.setdefault(row["_etl_parent_key"], []).append(row["name"])
+rows = sorted(t, key=lambda r: r["number"])
+print(json.dumps({
+    "rows": [f'{r["number"]} {r["s"]} {r["state"]} {",".join(sorted(labels.get(r["_etl_key"], [])))}' for r in rows],
+    "keys": len({r["number"] for r in rows}),
+}))
+"#;
+
+/// What [`READ_MERGED`] reads.
+#[derive(Debug, serde::Deserialize)]
+struct Merged {
+    rows: Vec<String>,
+    keys: usize,
+}
+
+fn read_merged(table: &Path) -> Merged {
+    let read: Merged = serde_json::from_str(&python(READ_MERGED, table)).unwrap();
+    assert_eq!(read.keys, read.rows.len(), "a key twice: {read:?}");
+    read
+}
+
+/// `write = "merge"` into Delta, as into PostgreSQL: one row per key, the
+/// newest version read, joined to its own child rows; an older version
+/// (read later, or in the same page) never replaces a newer one; a
+/// deletion takes the row out and is remembered, so an older version does
+/// not bring it back and a newer one does; a record without its key is a
+/// reject (exit 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_merge_into_delta_keeps_the_newest_version_of_each_key_and_its_deletions() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("issues");
+    let first: Vec<Value> = (1..=6).map(|n| issue(n, 10, "open", &["bug"])).collect();
+    let api = Api::new(Style::LinkHeader, first);
+    let server = api.clone().serve().await;
+    let file = dir.path().join("issues.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "write = \"merge\"\nprimary_key = \"/number\"\nhard_delete = \"/deleted\"\n{}",
+            pipeline(&server.uri(), Style::LinkHeader, "")
+        ),
+    )
+    .unwrap();
+    let run = || async { etl_run(&file, &table).output().await.unwrap() };
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    assert_eq!(read_merged(&table).rows.len(), 6);
+
+    // Updates, a deletion, an older version read late, two versions of
+    // one key in one page (the newer last, then first), a new key.
+    let mut deleted = issue(2, 30, "open", &["bug"]);
+    deleted["deleted"] = json!(true);
+    *api.items.lock().unwrap() = vec![
+        issue(1, 30, "closed", &["done", "fixed"]),
+        deleted,
+        issue(3, 5, "ancient", &["old"]),
+        issue(4, 20, "a", &["x"]),
+        issue(4, 40, "b", &["y"]),
+        issue(5, 40, "newer", &[]),
+        issue(5, 20, "older", &["z"]),
+        issue(7, 10, "open", &["new"]),
+    ];
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    assert!(
+        common::text(&output).contains(", 1 deleted"),
+        "{}",
+        common::text(&output)
+    );
+    let want = [
+        "1 30 closed done,fixed",
+        "3 10 open bug",
+        "4 40 b y",
+        "5 40 newer ",
+        "6 10 open bug",
+        "7 10 open new",
+    ];
+    assert_eq!(read_merged(&table).rows, want);
+
+    // The deleted key's older version does not bring it back; a run read
+    // again changes nothing; a record without its key is a reject.
+    *api.items.lock().unwrap() = vec![
+        issue(2, 20, "resurrected", &["no"]),
+        issue(1, 30, "closed", &["done", "fixed"]),
+        json!({"id": 99, "state": "keyless", "updated_at": "2026-11-01T00:00:50Z"}),
+    ];
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(3), "{}", common::text(&output));
+    assert_eq!(read_merged(&table).rows, want);
+
+    // A newer version brings it back.
+    *api.items.lock().unwrap() = vec![issue(2, 50, "reopened", &["again"])];
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    let rows = read_merged(&table).rows;
+    assert_eq!(rows[1], "2 50 reopened again");
+    assert_eq!(rows.len(), 7);
+
+    // The table says how it is written: an append into it is refused
+    // before any request.
+    let requests = server.received_requests().await.unwrap().len();
+    std::fs::write(&file, pipeline(&server.uri(), Style::LinkHeader, "")).unwrap();
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(2), "{}", common::text(&output));
+    assert!(
+        common::text(&output).contains("merge"),
+        "{}",
+        common::text(&output)
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), requests);
+}
+
+/// A merge into Delta killed (SIGKILL) mid-run, then run again: the table
+/// equals a clean run's, each key once with its newest version, joined to
+/// that version's child rows alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_merge_into_delta_killed_mid_run_then_run_again_leaves_what_a_clean_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("issues");
+    // Every key's old version first, its new one three pages later.
+    let versions: Vec<Value> = (1..=12)
+        .map(|k| issue(k, 10, "old", &["o"]))
+        .chain((1..=12).map(|k| issue(k, 20, "new", &["n1", "n2"])))
+        .collect();
+    let mut api = Api::new(Style::LinkHeader, versions);
+    api.delay = Duration::from_millis(150);
+    let slow = api.clone().serve().await;
+    let file = dir.path().join("issues.toml");
+    let write_file = |uri: &str| {
+        let text = format!(
+            "write = \"merge\"\nprimary_key = \"/number\"\n{}",
+            pipeline(uri, Style::LinkHeader, "")
+        );
+        std::fs::write(&file, text).unwrap();
+    };
+    write_file(&slow.uri());
+    let mut killed = spawn(&mut etl_run(&file, &table));
+    for _ in 0..400 {
+        if table.join("_delta_log/00000000000000000001.json").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    killed.start_kill().unwrap();
+    killed.wait().await.unwrap();
+    let partial = read_merged(&table).rows;
+    assert!(
+        partial.iter().filter(|r| r.contains(" new ")).count() < 12,
+        "killed before the end: {partial:?}"
+    );
+
+    api.delay = Duration::ZERO;
+    let fast = api.clone().serve().await;
+    write_file(&fast.uri());
+    let output = etl_run(&file, &table).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    let want: Vec<String> = (1..=12).map(|k| format!("{k} 20 new n1,n2")).collect();
+    assert_eq!(read_merged(&table).rows, want);
+}
+
+/// Four `etl run`s merging overlapping versions of the same keys into one
+/// Delta table at once: each key once, with its newest version, joined
+/// to that version's child rows alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn four_runs_merging_into_one_delta_table_at_once_leave_each_key_once_with_its_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("issues");
+    let time = |w: i64, k: i64| u32::try_from((k * (w + 2) * 7 + w * 13) % 59).unwrap();
+    let mut servers = Vec::new();
+    let mut loaders = Vec::new();
+    for w in 0..4 {
+        let versions = (1..=24)
+            .map(|k| issue(k, time(w, k), &format!("w{w}"), &[&format!("w{w}k{k}")]))
+            .collect();
+        let mut api = Api::new(Style::LinkHeader, versions);
+        api.delay = Duration::from_millis(2);
+        let server = api.serve().await;
+        let file = dir.path().join(format!("w{w}.toml"));
+        let text = format!(
+            "write = \"merge\"\nprimary_key = \"/number\"\n{}",
+            pipeline(&server.uri(), Style::LinkHeader, "")
+        );
+        std::fs::write(&file, text).unwrap();
+        loaders.push(etl_run(&file, &table));
+        servers.push(server);
+    }
+    let outputs = futures_util::future::join_all(loaders.iter_mut().map(|l| l.output())).await;
+    for output in outputs {
+        let output = output.unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
+    }
+    let rows = read_merged(&table).rows;
+    assert_eq!(rows.len(), 24, "{rows:?}");
+    for (row, k) in rows.iter().zip(1..) {
+        let newest = (0..4).map(|w| time(w, k)).max().unwrap();
+        // Of versions with one time, any one writer's, whole.
+        let whole = (0..4)
+            .filter(|&w| time(w, k) == newest)
+            .any(|w| *row == format!("{k} {newest} w{w} w{w}k{k}"));
+        assert!(
+            whole,
+            "key {k}: {row}, not a newest version with its own label"
+        );
+    }
+}

@@ -6,7 +6,7 @@
 mod api;
 mod common;
 
-use api::{items, labelled, pipeline, Api, Stamps, Style};
+use api::{issue, items, labelled, pipeline, Api, Stamps, Style};
 use common::{records, text};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -2026,14 +2026,6 @@ async fn a_map_of_2000_ids_is_one_jsonb_column_beside_id_and_updated_at() {
 
 /// The PostgreSQL server of `ETL_PG_URL`: its URL, and a client of it with
 /// the typed table family `table` dropped (left by an earlier run).
-/// A GitHub-like issue for merge: `number` is its key, `t` its update
-/// time (seconds into 2026-11-01), `labels` its child rows.
-fn issue(number: i64, t: u32, state: &str, labels: &[&str]) -> Value {
-    json!({"id": number * 100 + i64::from(t), "number": number, "state": state,
-           "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
-           "updated_at": format!("2026-11-01T00:00:{t:02}Z")})
-}
-
 /// `write = "merge"` into PostgreSQL: one row per key, the newest version
 /// read, with its own child rows; an older version (read later, or in the
 /// same page) never replaces a newer one; a deletion takes the row and its

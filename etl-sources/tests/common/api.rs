@@ -96,6 +96,14 @@ pub fn labelled(n: usize, labels: &[&str]) -> Vec<Value> {
         .collect()
 }
 
+/// A GitHub-like issue for merge: `number` is its key, `t` its update
+/// time (seconds into 2026-11-01), `labels` its child rows.
+pub fn issue(number: i64, t: u32, state: &str, labels: &[&str]) -> Value {
+    json!({"id": number * 100 + i64::from(t), "number": number, "state": state,
+           "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+           "updated_at": format!("2026-11-01T00:00:{t:02}Z")})
+}
+
 /// `n` items, ids 1..=n, updated at distinct times.
 pub fn items(n: usize) -> Vec<Value> {
     (1..=n)
