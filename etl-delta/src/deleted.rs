@@ -107,6 +107,23 @@ impl Deleted {
             .collect())
     }
 
+    /// The newest time of a remembered deletion, from the log's file
+    /// statistics (`None` when none has a time, or none is remembered):
+    /// part of an incremental load's cursor, so that a deletion newer
+    /// than every row is not read again.
+    pub async fn newest(&self) -> Result<Option<SystemTime>, EtlError> {
+        let Some(table) = self.table_if_any().await? else {
+            return Ok(None);
+        };
+        let newest = table
+            .live_files(|f| {
+                f.stats()
+                    .and_then(|stats| crate::newest_in(&stats, loader::UPDATED_AT))
+            })
+            .await?;
+        Ok(newest.into_iter().flatten().max())
+    }
+
     /// Remembers `deletions`, each once however often it comes.
     pub async fn remember(&self, deletions: &[Deletion<'_>]) -> Result<(), EtlError> {
         if deletions.is_empty() {

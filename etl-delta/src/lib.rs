@@ -345,7 +345,13 @@ impl DeltaSink {
     /// The newest `updated_at` of the table (`None` when no row has one),
     /// in RFC 3339 (`2026-11-12T12:00:00Z`): the cursor of an incremental
     /// load. Read from the log's file statistics, not from the data files.
+    /// A merge table's remembered deletions count too: a deletion newer
+    /// than every row is not read again.
     pub async fn newest_updated_at(&self) -> Result<Option<String>, EtlError> {
+        let deleted = match &self.typed {
+            Some(typed) => typed.newest_deletion().await?,
+            None => None,
+        };
         let newest = self
             .rows
             .live_files(|f| {
@@ -355,6 +361,7 @@ impl DeltaSink {
             .await?
             .into_iter()
             .flatten()
+            .chain(deleted)
             .max();
         Ok(newest.map(|t| humantime::format_rfc3339(t).to_string()))
     }

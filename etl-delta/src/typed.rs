@@ -307,6 +307,15 @@ impl Typed {
         &self.options
     }
 
+    /// The newest time of the deletions a merge family remembers
+    /// ([`Deleted::newest`]); `None` for any other family.
+    pub(crate) async fn newest_deletion(&self) -> Result<Option<SystemTime>, EtlError> {
+        match &self.deleted {
+            Some(deleted) => deleted.newest().await,
+            None => Ok(None),
+        }
+    }
+
     /// Whether the family held rows when it was opened.
     pub(crate) fn existed(&mut self) -> bool {
         self.state.get_mut().exists

@@ -797,6 +797,11 @@ async fn a_merge_keeps_each_keys_newest_version_and_deletions_stay_deleted() {
     let deletion = write(vec![version(2, "two", 50, &[], true)]).await;
     assert_eq!((deletion.new, deletion.deleted), (0, 1));
     assert_eq!(sink.count().await.unwrap(), 2);
+    // The incremental cursor counts the deletion, newer than every row.
+    assert_eq!(
+        sink.newest_updated_at().await.unwrap().as_deref(),
+        Some("2026-01-01T00:00:50Z")
+    );
     let stale = write(vec![version(2, "two, stale", 45, &[], false)]).await;
     assert_eq!(stale.new, 0);
     let (rows, _) = merged(Path::new(&root), &labels);
