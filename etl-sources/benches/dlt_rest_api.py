@@ -16,9 +16,10 @@ line), schema `etl_bench_dlt`, which the caller drops between runs. Either
 way dlt's normaliser makes columns and child tables, as a typed `etl run`
 does.
 
-With `merge` (typed_scale.rs's `dispositions_postgres`), the resource is
-loaded with `write_disposition="merge"` and `primary_key="id"`: dlt's
-default merge strategy (delete-insert).
+With `merge` (typed_scale.rs's `dispositions_*`), the resource is loaded
+with `write_disposition="merge"` and `primary_key="id"`: dlt's default
+merge strategy (delete-insert) into PostgreSQL; into Delta, the one dlt
+offers there (upsert).
 
 With `family`, URL is the server's root: `parents` is one page of
 `{"id": n, "page": n}` records (not loaded), and `items` is read once for
@@ -81,7 +82,11 @@ def main() -> None:
             resource["table_format"] = "delta"
     if len(sys.argv) > 5 and sys.argv[5] == "merge":
         for resource in config["resources"]:
-            resource["write_disposition"] = "merge"
+            # Delta takes only the upsert strategy in dlt; elsewhere its
+            # default (delete-insert).
+            resource["write_disposition"] = (
+                {"disposition": "merge", "strategy": "upsert"} if dest == "delta" else "merge"
+            )
             resource["primary_key"] = "id"
     source = rest_api_source(config)
     if dest == "postgres":

@@ -35,14 +35,17 @@
 //! - `dispositions_postgres`, `dispositions_delta`: the typed `etl run` of
 //!   those records (served by wiremock) under each `write`: an append into
 //!   a new table, a replace of a table holding them, a merge into a new
-//!   table (PostgreSQL only; median of 3, alternated), each against the
-//!   append.
-//! - `merge_grown_postgres`: a merge table of 1,000,000 issues (grown
-//!   through `connect_typed` in merges of 100,000); `etl run` of 1,000
+//!   table (median of 3, alternated), each against the append; then a
+//!   merge of 100,000 records, half newer versions of held rows, against
+//!   dlt's merge into the same destination.
+//! - `merge_grown_postgres`, `merge_grown_delta`: a merge table of
+//!   1,000,000 issues (grown through `connect_typed` /
+//!   `DeltaSink::open_typed` in merges of 100,000); `etl run` of 1,000
 //!   newer versions of records in its newest tenth against the same run
-//!   again (nothing new), alternated, median of 3; then a group-by over
-//!   the table (median of 5).
-//! - `merge_writers_postgres`: the typed `etl run` of those records under
+//!   again (nothing new), alternated, median of 3; then (PostgreSQL) a
+//!   group-by over the table (median of 5).
+//! - `merge_writers_postgres`, `merge_writers_delta`: the typed `etl run`
+//!   of those records under
 //!   `write = "merge"` into a new table, against four runs at once into
 //!   one new table, each reading a quarter of the pages (alternated,
 //!   median of 3).
@@ -89,7 +92,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 13] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -100,7 +103,9 @@ const SECTIONS: [&str; 11] = [
     "dispositions_postgres",
     "dispositions_delta",
     "merge_grown_postgres",
+    "merge_grown_delta",
     "merge_writers_postgres",
+    "merge_writers_delta",
 ];
 
 /// A typed sink of either output, and the wait for what its loads left
@@ -155,9 +160,10 @@ impl Output {
         }
     }
 
-    /// The typed sink `etl run` opens for a file of resource `issues`.
-    async fn open(&self) -> Box<dyn Loader> {
-        let options = SchemaOptions::postgres();
+    /// The typed sink `etl run` opens for a file of resource `issues`,
+    /// written as `write` says.
+    async fn open(&self, write: Write) -> Box<dyn Loader> {
+        let options = SchemaOptions::postgres().write(write);
         match self {
             Output::Postgres { url, table } => Box::new(
                 PostgresSink::connect_typed::<Issue>(url, table, options)
@@ -247,6 +253,7 @@ fn drop_delta_family(table: &Path) {
         if found == name
             || found.starts_with(&format!("{name}__"))
             || found == format!("{name}_rejects")
+            || found == format!("{name}_deleted")
         {
             std::fs::remove_dir_all(entry.path()).unwrap();
         }
@@ -308,11 +315,19 @@ fn main() {
                     at_once(&rt, &out, dir.path(), 4, "write = \"merge\"\n");
                 }
             }
+            "merge_writers_delta" => at_once(
+                &rt,
+                &delta("merging"),
+                dir.path(),
+                4,
+                "write = \"merge\"\n",
+            ),
             "merge_grown_postgres" => {
                 if let Some(out) = Output::postgres("etl_bench_typed_merged") {
                     merge_grown(&rt, &out, dir.path());
                 }
             }
+            "merge_grown_delta" => merge_grown(&rt, &delta("merged"), dir.path()),
             other => panic!("unknown section {other}"),
         }
     }
@@ -400,7 +415,7 @@ async fn grow(out: &Output, n: usize) {
         return;
     }
     let start = Instant::now();
-    let sink = out.open().await;
+    let sink = out.open(Write::Append).await;
     for from in (SERVED..SERVED + n).step_by(100_000) {
         let records: Vec<Issue> = issues_in(from..(from + 100_000).min(SERVED + n))
             .into_iter()
@@ -458,7 +473,7 @@ fn writer(spec: &str) {
     println!("ready");
     std::io::stdin().lock().lines().next();
     let written = runtime().block_on(async {
-        let sink = out.open().await;
+        let sink = out.open(Write::Append).await;
         let mut written = 0;
         for chunk in records.chunks(LOAD) {
             written += sink.load(chunk).await.unwrap();
@@ -881,10 +896,8 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         run(&replace);
         replaced.push(run(&replace));
         rt.block_on(out.drop());
-        if matches!(out, Output::Postgres { .. }) {
-            merged.push(run(&merge));
-            rt.block_on(out.drop());
-        }
+        merged.push(run(&merge));
+        rt.block_on(out.drop());
     }
     println!("| {RUN_RECORDS} records, typed | wall (median of 3) | / append | peak RSS (max) |");
     println!("|---|---:|---:|---:|");
@@ -914,9 +927,6 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
 /// default strategy, `primary_key = "id"`) into the same database, each
 /// median of 3, when `ETL_BENCH_DLT_PYTHON` names a Python with dlt.
 fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
-    let Output::Postgres { url, .. } = out else {
-        return;
-    };
     let server = rt.block_on(MockServer::start());
     let held = issues_in(0..RUN_RECORDS);
     // The first half again, each a newer version; then as many new keys.
@@ -970,27 +980,35 @@ fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     let dlt: Vec<f64> = (0..3)
         .map(|_| {
             let work = tempfile::tempdir().unwrap();
-            rt.block_on(async {
-                client(url)
-                    .await
-                    .batch_execute("DROP SCHEMA IF EXISTS etl_bench_dlt CASCADE")
-                    .await
-                    .unwrap()
-            });
+            let (destination, url) = match out {
+                Output::Postgres { url, .. } => ("postgres", Some(url.as_str())),
+                Output::Delta { .. } => ("delta", None),
+            };
+            if let Some(url) = url {
+                rt.block_on(async {
+                    client(url)
+                        .await
+                        .batch_execute("DROP SCHEMA IF EXISTS etl_bench_dlt CASCADE")
+                        .await
+                        .unwrap()
+                });
+            }
             let dlt_run = |at: &str| {
                 let mut command = gnu_time::command(&python);
                 command
                     .args([script, &first(at)])
                     .arg(work.path())
-                    .args(["list", "postgres", "merge"])
-                    .env("RUNTIME__LOG_LEVEL", "WARNING")
-                    .env("DESTINATION__POSTGRES__CREDENTIALS", url);
-                let has_password = url
-                    .parse::<tokio_postgres::Config>()
-                    .is_ok_and(|c| c.get_password().is_some());
-                if !has_password {
-                    // As dlt_run: a password the trusting server ignores.
-                    command.env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+                    .args(["list", destination, "merge"])
+                    .env("RUNTIME__LOG_LEVEL", "WARNING");
+                if let Some(url) = url {
+                    command.env("DESTINATION__POSTGRES__CREDENTIALS", url);
+                    let has_password = url
+                        .parse::<tokio_postgres::Config>()
+                        .is_ok_and(|c| c.get_password().is_some());
+                    if !has_password {
+                        // As dlt_run: a password the trusting server ignores.
+                        command.env("DESTINATION__POSTGRES__CREDENTIALS__PASSWORD", "unused");
+                    }
                 }
                 gnu_time::run(command)
             };
@@ -1015,16 +1033,10 @@ fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
 /// the same run again, which changes nothing: what a merge costs beyond
 /// reading the pages and finding the records held.
 fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
-    let Output::Postgres { url, table } = out else {
-        return;
-    };
     rt.block_on(out.drop());
     let start = Instant::now();
     rt.block_on(async {
-        let options = SchemaOptions::postgres().write(Write::Merge(MergeKeys::new(["/id"])));
-        let sink = PostgresSink::connect_typed::<Issue>(url, table, options)
-            .await
-            .unwrap();
+        let sink = out.open(Write::Merge(MergeKeys::new(["/id"]))).await;
         for from in (0..GROWN).step_by(100_000) {
             let records: Vec<Issue> = issues_in(from..from + 100_000)
                 .into_iter()
@@ -1032,6 +1044,7 @@ fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
                 .collect();
             assert_eq!(sink.load(&records).await.unwrap(), records.len());
         }
+        sink.settle().await;
     });
     rt.block_on(out.settle());
     println!(
@@ -1097,6 +1110,9 @@ fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         wall(&merged) - wall(&unchanged),
         rss(&merged) - rss(&unchanged)
     );
+    let Output::Postgres { url, table } = out else {
+        return rt.block_on(out.drop());
+    };
     let grouped: Vec<f64> = rt.block_on(async {
         let client = client(url).await;
         let mut walls = Vec::new();
