@@ -203,8 +203,16 @@ impl DeltaSink {
     ) -> Result<Self, EtlError> {
         let at = Location::parse(location)?;
         let existing = table::existing_schema(&at).await?;
-        if existing.is_some_and(|fields| fields.field("content_key").is_some()) {
+        if existing
+            .as_ref()
+            .is_some_and(|fields| fields.field("content_key").is_some())
+        {
             return Self::open_as::<T>(location).await;
+        }
+        // Refused before the table's key filters are read: a merge table's
+        // are on another column than an append table's.
+        if let Some(stored) = existing.as_ref().and_then(typed::stored_schema) {
+            typed::read_as_written(stored, &options, &at)?;
         }
         let rejects_at = at.rejects()?;
         let columns = Typed::fresh_columns(name, &options)?;

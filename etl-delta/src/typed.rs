@@ -270,13 +270,7 @@ impl Typed {
                 loader::ROW
             ))
         })?;
-        let mut schema = read(stored, &options, &at)?;
-        if let Some(why) = schema.write().differs(&options.write) {
-            return Err(EtlError::InvalidInput(format!(
-                "Delta table {}: {why}. A table keeps how it is written: load into a new table (another path or resource name), or delete this one and its child tables to start again",
-                at.shown
-            )));
-        }
+        let mut schema = read_as_written(stored, &options, &at)?;
         let exists = crate::count(root).await? > 0;
         schema.set_exists(exists);
         let state = State {
@@ -683,6 +677,23 @@ impl Typed {
             }
         };
         Ok(table)
+    }
+}
+
+/// Reads the family's stored schema, refused where the family is written
+/// otherwise than `options` asks (a table keeps its write disposition).
+pub(crate) fn read_as_written(
+    stored: &str,
+    options: &SchemaOptions,
+    at: &Location,
+) -> Result<Schema, EtlError> {
+    let schema = read(stored, options, at)?;
+    match schema.write().differs(&options.write) {
+        Some(why) => Err(EtlError::InvalidInput(format!(
+            "Delta table {}: {why}. A table keeps how it is written: load into a new table (another path or resource name), or delete this one and its child tables to start again",
+            at.shown
+        ))),
+        None => Ok(schema),
     }
 }
 
