@@ -16,7 +16,9 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use deltalake::parquet::arrow::async_reader::{
+    ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
+};
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::bloom_filter::Sbbf;
 use deltalake::parquet::file::metadata::PageIndexPolicy;
@@ -351,19 +353,26 @@ pub(crate) async fn read_text_and_time(
     Ok(rows)
 }
 
-/// Every row of one file, with all its columns: what a merge rewrites of
-/// a file that holds a row it replaces.
-pub(crate) async fn read_all(
+/// Every row of one file, `columns` of it (`None`: all), as a stream of
+/// batches that owns its reader: a merge reads a file's keys whole, and
+/// rewrites it a batch at a time.
+pub(crate) async fn rows_of(
     store: &Arc<dyn ObjectStore>,
     file: &DataFile,
+    columns: Option<&[&str]>,
     location: &str,
-) -> Result<Vec<deltalake::arrow::array::RecordBatch>, EtlError> {
+) -> Result<ParquetRecordBatchStream<ParquetObjectReader>, EtlError> {
     let fail = |e| from_parquet(e, file.path.as_ref(), location);
-    let stream = open_file(store, file, location)
-        .await?
-        .build()
-        .map_err(fail)?;
-    stream.map(|b| b.map_err(fail)).try_collect().await
+    let mut builder = open_file(store, file, location).await?;
+    if let Some(columns) = columns {
+        let leaves = columns
+            .iter()
+            .map(|c| key_leaf(&builder, c, file, location))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
+        builder = builder.with_projection(mask);
+    }
+    builder.build().map_err(fail)
 }
 
 /// The `text` column of the row whose `time` column (a timestamp) is the

@@ -676,15 +676,33 @@ impl State {
         rows: usize,
         shown: &str,
     ) -> Result<Vec<Add>, EtlError> {
+        let batches = futures_util::stream::once(async { Ok(batch) });
+        self.write_all(batches, columns, rows, shown).await
+    }
+
+    /// Writes the `batches` (about `rows` rows in all) as data files, as
+    /// [`State::write`] does, each batch taken as the encoding task is
+    /// ready for it: a file a merge rewrites costs a batch of memory and
+    /// the encoded file, not its rows decoded whole.
+    async fn write_all(
+        &self,
+        batches: impl futures_util::Stream<Item = Result<RecordBatch, DeltaTableError>> + Send + 'static,
+        columns: &Columns,
+        rows: usize,
+        shown: &str,
+    ) -> Result<Vec<Add>, EtlError> {
         let fail = |e| from_delta(e, "writing a data file", shown);
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(columns.key(), columns.text(), rows));
         let written = tokio::spawn(
             async move {
-                writer
-                    .write_with_mode(batch, WriteMode::MergeSchema)
-                    .await?;
+                let mut batches = std::pin::pin!(batches);
+                while let Some(batch) = futures_util::StreamExt::next(&mut batches).await {
+                    writer
+                        .write_with_mode(batch?, WriteMode::MergeSchema)
+                        .await?;
+                }
                 writer.flush().await
             }
             .in_current_span(),

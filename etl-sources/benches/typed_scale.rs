@@ -315,13 +315,9 @@ fn main() {
                     at_once(&rt, &out, dir.path(), 4, "write = \"merge\"\n");
                 }
             }
-            "merge_writers_delta" => at_once(
-                &rt,
-                &delta("merging"),
-                dir.path(),
-                4,
-                "write = \"merge\"\n",
-            ),
+            "merge_writers_delta" => {
+                at_once(&rt, &delta("merging"), dir.path(), 4, "write = \"merge\"\n")
+            }
             "merge_grown_postgres" => {
                 if let Some(out) = Output::postgres("etl_bench_typed_merged") {
                     merge_grown(&rt, &out, dir.path());

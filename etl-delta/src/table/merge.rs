@@ -11,7 +11,7 @@
 //! race reads the winners' changes and weighs its page again.
 
 use deltalake::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
+use deltalake::arrow::compute::{cast, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType as ArrowType, Int64Type};
 use etl_core::content::typed::loader;
 use etl_core::content::write::merge::Held;
@@ -19,15 +19,17 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::keys::read_all;
+use crate::errors::from_parquet;
+use crate::keys::rows_of;
+use futures_util::{StreamExt, TryStreamExt};
 
 /// The rows a merge table holds for a page's keys, read at one version.
 pub(crate) struct Holders {
     /// The version they were read at: a rewrite of them commits only at
     /// the next.
     at: Version,
-    /// The files holding any of the keys, with their rows.
-    files: Vec<(DataFile, RecordBatch)>,
+    /// The files holding any of the keys, with each row's `_etl_key`.
+    files: Vec<(DataFile, Vec<String>)>,
     /// What the merge weighs: each held key's content key and time.
     pub held: Held,
 }
@@ -65,15 +67,20 @@ impl KeyedTable {
         };
         let mut files = Vec::with_capacity(holding.len());
         let mut held = Held::new();
+        let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
         for file in holding {
-            let batches = read_all(&store, &file, shown).await?;
-            let Some(first) = batches.first() else {
-                continue;
-            };
-            let rows =
-                concat_batches(&first.schema(), &batches).map_err(|e| from_arrow(e, shown))?;
-            note_held(&rows, &mut held).map_err(|e| from_arrow(e, shown))?;
-            files.push((file, rows));
+            // Only what a merge weighs: the rows are read again, whole, only
+            // where the page takes one out.
+            let batches: Vec<RecordBatch> = rows_of(&store, &file, Some(&weighed), shown)
+                .await?
+                .try_collect()
+                .await
+                .map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+            let mut keys = Vec::new();
+            for rows in &batches {
+                keys.extend(note_held(rows, &mut held).map_err(|e| from_arrow(e, shown))?);
+            }
+            files.push((file, keys));
         }
         Ok(Holders {
             at: state.version,
@@ -90,7 +97,7 @@ impl KeyedTable {
     pub async fn rewrite(
         &self,
         holders: Holders,
-        out: &HashSet<&str>,
+        out: &HashSet<String>,
         (new, ids): (Option<RecordBatch>, &[&str]),
         fields: &[StructField],
         basis: Basis<'_>,
@@ -113,25 +120,45 @@ impl KeyedTable {
         let mut removes = Vec::new();
         // Each written file's adds, and the keys its filter holds.
         let mut written: Vec<(Vec<Add>, Vec<String>)> = Vec::new();
-        for (file, rows) in holders.files {
-            let keep = kept(&rows, out).map_err(|e| from_arrow(e, shown))?;
-            if keep.true_count() == rows.num_rows() {
+        // Files written again without the rows taken out: their filters
+        // are read from their footers once committed.
+        let mut rewritten: Vec<DataFile> = Vec::new();
+        let store = state.table.object_store();
+        for (file, keys) in holders.files {
+            let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
+            if leaving == 0 {
                 continue;
             }
-            let remove = remove_of(&file, now);
-            removes.push(remove);
-            let rest = filter_record_batch(&rows, &keep).map_err(|e| from_arrow(e, shown))?;
-            if rest.num_rows() > 0 {
-                let keys = ids_of(&rest).map_err(|e| from_arrow(e, shown))?;
-                let rest = conform(rest, &schema).map_err(|e| from_arrow(e, shown))?;
-                let adds = state.write(rest, &self.columns, keys.len(), shown).await?;
-                written.push((adds, keys));
+            removes.push(remove_of(&file, now));
+            if leaving == keys.len() {
+                continue;
+            }
+            let (out, schema) = (Arc::new(out.clone()), schema.clone());
+            let batches = rows_of(&store, &file, None, shown).await?.map(move |rows| {
+                let rows = rows?;
+                let keep = kept(&rows, &out)?;
+                Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
+            });
+            let adds = state
+                .write_all(batches, &self.columns, keys.len() - leaving, shown)
+                .await;
+            match adds {
+                Ok(adds) => {
+                    rewritten.extend(adds.iter().map(data_file));
+                    written.push((adds, Vec::new()));
+                }
+                Err(e) => return Err(unwritten(&store, written, e).await),
             }
         }
         if let Some(new) = new.filter(|b| b.num_rows() > 0) {
-            let new = conform(new, &schema).map_err(|e| from_arrow(e, shown))?;
-            let adds = state.write(new, &self.columns, ids.len(), shown).await?;
-            written.push((adds, ids.iter().map(|s| s.to_string()).collect()));
+            let adds = match conform(new, &schema) {
+                Ok(new) => state.write(new, &self.columns, ids.len(), shown).await,
+                Err(e) => Err(from_arrow(e, shown)),
+            };
+            match adds {
+                Ok(adds) => written.push((adds, ids.iter().map(|s| s.to_string()).collect())),
+                Err(e) => return Err(unwritten(&store, written, e).await),
+            }
         }
         if written.is_empty() && removes.is_empty() && grown.is_none() {
             return Ok(Rewrite::Done);
@@ -148,7 +175,6 @@ impl KeyedTable {
         };
         let adds: Vec<Add> = written.iter().flat_map(|(a, _)| a.clone()).collect();
         let at = state.version;
-        let store = state.table.object_store();
         match state.commit(&adds, &removes, metadata).await {
             Ok(()) => {
                 let gone: Vec<Path> = removes
@@ -156,12 +182,14 @@ impl KeyedTable {
                     .map(|r| Path::from(r.path.as_str()))
                     .collect();
                 state.index.remove(&gone);
-                for (adds, keys) in &written {
+                for (adds, keys) in written.iter().filter(|(_, k)| !k.is_empty()) {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                     for add in adds {
                         state.index.add_written(data_file(add), &keys);
                     }
                 }
+                let key = self.columns.key();
+                state.index.add(&store, rewritten, key, shown).await?;
                 Ok(Rewrite::Done)
             }
             Err(e) => {
@@ -182,9 +210,27 @@ impl KeyedTable {
     }
 }
 
+/// Deletes the files `written` for a rewrite that failed with `e` before
+/// its commit (they are no part of the table), and hands `e` back.
+async fn unwritten(
+    store: &Arc<dyn ObjectStore>,
+    written: Vec<(Vec<Add>, Vec<String>)>,
+    e: EtlError,
+) -> EtlError {
+    let adds = written.into_iter().flat_map(|(adds, _)| adds).collect();
+    let staged = Staged {
+        at: 0,
+        entries: Vec::new(),
+        adds,
+    };
+    discard(store, Some(staged)).await;
+    e
+}
+
 /// Notes each row of `rows` (a merge table's file) in `held`: its
-/// `_etl_id`, `_etl_key` and `_etl_updated_at`.
-fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<(), ArrowError> {
+/// `_etl_id`, `_etl_key` and `_etl_updated_at`; returns each row's
+/// `_etl_key`.
+fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<Vec<String>, ArrowError> {
     let column = |name: &str, to: &ArrowType| {
         let found = rows
             .column_by_name(name)
@@ -196,11 +242,16 @@ fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<(), ArrowError> {
     let times = column(loader::UPDATED_AT, &ArrowType::Int64)?;
     let (ids, keys) = (ids.as_string::<i32>(), keys.as_string::<i32>());
     let times = times.as_primitive::<Int64Type>();
-    for i in (0..rows.num_rows()).filter(|&i| ids.is_valid(i)) {
-        let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
-        held.insert(ids.value(i).to_owned(), (keys.value(i).to_owned(), at));
+    let mut all = Vec::with_capacity(rows.num_rows());
+    for i in 0..rows.num_rows() {
+        let key = if keys.is_valid(i) { keys.value(i) } else { "" };
+        if ids.is_valid(i) {
+            let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
+            held.insert(ids.value(i).to_owned(), (key.to_owned(), at));
+        }
+        all.push(key.to_owned());
     }
-    Ok(())
+    Ok(all)
 }
 
 /// A time read as microseconds since the epoch.
@@ -209,7 +260,7 @@ pub(crate) fn time_of(micros: i64) -> Option<SystemTime> {
 }
 
 /// Which rows of `rows` stay: those whose `_etl_key` is not in `out`.
-fn kept(rows: &RecordBatch, out: &HashSet<&str>) -> Result<BooleanArray, ArrowError> {
+fn kept(rows: &RecordBatch, out: &HashSet<String>) -> Result<BooleanArray, ArrowError> {
     let keys = rows
         .column_by_name(loader::KEY)
         .ok_or_else(|| ArrowError::SchemaError(format!("no `{}` column", loader::KEY)))?;
@@ -217,19 +268,6 @@ fn kept(rows: &RecordBatch, out: &HashSet<&str>) -> Result<BooleanArray, ArrowEr
     let keys = keys.as_string::<i32>();
     Ok((0..rows.num_rows())
         .map(|i| Some(!(keys.is_valid(i) && out.contains(keys.value(i)))))
-        .collect())
-}
-
-/// The `_etl_id`s of `rows`.
-fn ids_of(rows: &RecordBatch) -> Result<Vec<String>, ArrowError> {
-    let ids = rows
-        .column_by_name(loader::ID)
-        .ok_or_else(|| ArrowError::SchemaError(format!("no `{}` column", loader::ID)))?;
-    let ids = cast(ids, &ArrowType::Utf8)?;
-    let ids = ids.as_string::<i32>();
-    Ok((0..ids.len())
-        .filter(|&i| ids.is_valid(i))
-        .map(|i| ids.value(i).to_owned())
         .collect())
 }
 

@@ -159,7 +159,6 @@ impl Typed {
                 })
                 .map(|(_, (row, _))| row.clone())
                 .collect();
-            let out: HashSet<&str> = out.iter().map(String::as_str).collect();
             let (new, fields) = match resource {
                 Some(TableBatch { batch, fields, .. }) => (Some(batch), fields),
                 None => (None, Vec::new()),
