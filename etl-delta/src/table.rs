@@ -108,6 +108,18 @@ pub(crate) struct Staged {
     adds: Vec<Add>,
 }
 
+impl Staged {
+    /// Files written for entries no commit will take: only to be
+    /// discarded ([`KeyedTable::discard`]).
+    pub(crate) fn written(adds: Vec<Add>) -> Self {
+        Staged {
+            at: 0,
+            entries: Vec::new(),
+            adds,
+        }
+    }
+}
+
 /// How many races one append may lose before it gives up with a transient
 /// error (the caller's retry policy then decides): each loss means another
 /// writer's commit went in, so the table as a whole moves on.

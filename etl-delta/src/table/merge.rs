@@ -89,6 +89,29 @@ impl KeyedTable {
         })
     }
 
+    /// Writes the rows `new` of the columns `fields` as data files, not yet
+    /// part of the table, for a [`KeyedTable::rewrite`] to commit: written
+    /// while the child tables' files are. `None` when the table no longer
+    /// agrees with the batch's `basis` (the rewrite then answers so).
+    pub async fn stage_new(
+        &self,
+        new: RecordBatch,
+        fields: &[StructField],
+        basis: Basis<'_>,
+    ) -> Result<Option<Vec<Add>>, EtlError> {
+        let shown = self.shown();
+        let state = self.state.lock().await;
+        if basis.moved(&state.schema, fields) {
+            return Ok(None);
+        }
+        let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
+            .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
+        let schema = grown.as_ref().unwrap_or(&state.schema);
+        let rows = new.num_rows();
+        let new = conform(new, schema).map_err(|e| from_arrow(e, shown))?;
+        state.write(new, &self.columns, rows, shown).await.map(Some)
+    }
+
     /// Commits, at the version after the one `holders` were read at, the
     /// removal of the held rows whose content keys are `out` (each file
     /// holding one is written again without it) and the rows `new`, whose
@@ -98,18 +121,27 @@ impl KeyedTable {
         &self,
         holders: Holders,
         out: &HashSet<String>,
-        (new, ids): (Option<RecordBatch>, &[&str]),
+        (new, ids): (Vec<Add>, &[&str]),
         fields: &[StructField],
         basis: Basis<'_>,
     ) -> Result<Rewrite, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
         state.settle().await;
-        if basis.moved(&state.schema, fields) {
-            return Ok(Rewrite::Moved);
+        let store = state.table.object_store();
+        // The new rows' files, each entry with the keys its filter holds.
+        let mut written: Vec<(Vec<Add>, Vec<String>)> = Vec::new();
+        if !new.is_empty() {
+            written.push((new, ids.iter().map(|s| s.to_string()).collect()));
         }
-        if state.version != holders.at {
-            return Ok(Rewrite::Lost);
+        let ended = if basis.moved(&state.schema, fields) {
+            Some(Rewrite::Moved)
+        } else {
+            (state.version != holders.at).then_some(Rewrite::Lost)
+        };
+        if let Some(ended) = ended {
+            unwritten(&store, written).await;
+            return Ok(ended);
         }
         let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
@@ -118,12 +150,9 @@ impl KeyedTable {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let mut removes = Vec::new();
-        // Each written file's adds, and the keys its filter holds.
-        let mut written: Vec<(Vec<Add>, Vec<String>)> = Vec::new();
         // Files written again without the rows taken out: their filters
         // are read from their footers once committed.
         let mut rewritten: Vec<DataFile> = Vec::new();
-        let store = state.table.object_store();
         for (file, keys) in holders.files {
             let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
             if leaving == 0 {
@@ -147,17 +176,10 @@ impl KeyedTable {
                     rewritten.extend(adds.iter().map(data_file));
                     written.push((adds, Vec::new()));
                 }
-                Err(e) => return Err(unwritten(&store, written, e).await),
-            }
-        }
-        if let Some(new) = new.filter(|b| b.num_rows() > 0) {
-            let adds = match conform(new, &schema) {
-                Ok(new) => state.write(new, &self.columns, ids.len(), shown).await,
-                Err(e) => Err(from_arrow(e, shown)),
-            };
-            match adds {
-                Ok(adds) => written.push((adds, ids.iter().map(|s| s.to_string()).collect())),
-                Err(e) => return Err(unwritten(&store, written, e).await),
+                Err(e) => {
+                    unwritten(&store, written).await;
+                    return Err(e);
+                }
             }
         }
         if written.is_empty() && removes.is_empty() && grown.is_none() {
@@ -174,7 +196,6 @@ impl KeyedTable {
             None => None,
         };
         let adds: Vec<Add> = written.iter().flat_map(|(a, _)| a.clone()).collect();
-        let at = state.version;
         match state.commit(&adds, &removes, metadata).await {
             Ok(()) => {
                 let gone: Vec<Path> = removes
@@ -193,12 +214,7 @@ impl KeyedTable {
                 Ok(Rewrite::Done)
             }
             Err(e) => {
-                let staged = Staged {
-                    at,
-                    entries: Vec::new(),
-                    adds,
-                };
-                discard(&store, Some(staged)).await;
+                unwritten(&store, written).await;
                 if !lost_race(&e) {
                     return Err(from_delta(e, "committing", shown));
                 }
@@ -210,21 +226,11 @@ impl KeyedTable {
     }
 }
 
-/// Deletes the files `written` for a rewrite that failed with `e` before
-/// its commit (they are no part of the table), and hands `e` back.
-async fn unwritten(
-    store: &Arc<dyn ObjectStore>,
-    written: Vec<(Vec<Add>, Vec<String>)>,
-    e: EtlError,
-) -> EtlError {
+/// Deletes the files `written` for a rewrite that ends before its commit
+/// (they are no part of the table).
+async fn unwritten(store: &Arc<dyn ObjectStore>, written: Vec<(Vec<Add>, Vec<String>)>) {
     let adds = written.into_iter().flat_map(|(adds, _)| adds).collect();
-    let staged = Staged {
-        at: 0,
-        entries: Vec::new(),
-        adds,
-    };
-    discard(store, Some(staged)).await;
-    e
+    discard(store, Some(Staged::written(adds))).await;
 }
 
 /// Notes each row of `rows` (a merge table's file) in `held`: its

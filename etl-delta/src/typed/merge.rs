@@ -68,7 +68,23 @@ impl Typed {
         let keyed = self.keyed(rows, encoded, keys, &mut merged.refused)?;
         // Under the family's lock: this process's loads merge one at a time.
         let mut state = self.state.lock().await;
-        for _ in 0..MAX_RACES {
+        // This writer wrote no child row of these records unless a load
+        // of them failed, or lost its race, after their child rows were
+        // in: only then are its own files looked in too.
+        let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
+        let mut children = match records.iter().any(|k| state.unfinished.contains(*k)) {
+            true => Known::Nothing,
+            false => Known::NeverWritten,
+        };
+        // Until the commit goes in, as if it failed.
+        state
+            .unfinished
+            .extend(records.iter().map(|k| k.to_string()));
+        for attempt in 0..MAX_RACES {
+            if attempt > 0 {
+                // The last attempt's child rows may be in.
+                children = Known::Nothing;
+            }
             let holders = root.holders(&keyed.distinct).await?;
             let gone = deleted.gone(&keyed.distinct).await?;
             let (order, versions): (Vec<usize>, Vec<Weighed<'_>>) = (0..encoded.len())
@@ -112,7 +128,7 @@ impl Typed {
                 .grow(root, &mut state, rows, encoded, (&fresh, Some(&keyed.ids)))
                 .await?;
             let mut parts = self
-                .parts(&mut state, &mut batch, grows.as_ref(), (0, Known::Nothing))
+                .parts(&mut state, &mut batch, grows.as_ref(), (0, children))
                 .await?;
             let resource = match parts.last() {
                 Some((0, ..)) => parts.pop().map(|(_, part, _)| part),
@@ -122,18 +138,39 @@ impl Typed {
                 .iter()
                 .map(|&(at, ..)| &state.children[state.schema.tables()[at].name()])
                 .collect();
-            let staged = join_all(
+            let base = grows.as_ref().map(|g| g.base.as_str());
+            // Every table's files written at once, the resource's too.
+            let children = join_all(
                 parts
                     .iter()
                     .zip(&tables)
                     .map(|((_, part, known), table)| stage(table, part, (*known, Basis::Columns))),
-            )
-            .await;
-            if commit_staged(&tables, parts, staged, None).await?.is_none() {
-                // A child table another writer grew: made again.
-                state.stored.clear();
-                continue;
-            }
+            );
+            let resource_rows = async {
+                match &resource {
+                    Some(part) if part.batch.num_rows() > 0 => {
+                        let (batch, fields) = (part.batch.clone(), &part.fields);
+                        root.stage_new(batch, fields, basis(0, base)).await
+                    }
+                    _ => Ok(Some(Vec::new())),
+                }
+            };
+            let (staged, new) = futures_util::future::join(children, resource_rows).await;
+            let committed = commit_staged(&tables, parts, staged, None).await;
+            let new = match (committed, new) {
+                (Ok(Some(_)), Ok(Some(new))) => new,
+                (committed, new) => {
+                    // Not to be committed: the resource's files go.
+                    if let Ok(Some(adds)) = &new {
+                        root.discard(Some(Staged::written(adds.clone()))).await;
+                    }
+                    committed?;
+                    new?;
+                    // A table another writer grew first: made again.
+                    state.stored.clear();
+                    continue;
+                }
+            };
             // The rows that go in: a version the frozen schema refused
             // does not, and leaves the row it would have replaced.
             let landing: HashSet<&str> = resource
@@ -159,16 +196,15 @@ impl Typed {
                 })
                 .map(|(_, (row, _))| row.clone())
                 .collect();
-            let (new, fields) = match resource {
-                Some(TableBatch { batch, fields, .. }) => (Some(batch), fields),
-                None => (None, Vec::new()),
-            };
-            let base = grows.as_ref().map(|g| g.base.as_str());
+            let fields = resource.map(|p| p.fields).unwrap_or_default();
             let rewrite = root
                 .rewrite(holders, &out, (new, &new_ids), &fields, basis(0, base))
                 .await?;
             match rewrite {
                 Rewrite::Done => {
+                    for k in &records {
+                        state.unfinished.remove(*k);
+                    }
                     if let Some(grows) = grows {
                         state.stored = grows.text;
                         state.committed = state.schema.generation();
