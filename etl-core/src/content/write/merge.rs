@@ -24,7 +24,9 @@
 //! assert_eq!(change.out, ["old"]);
 //! ```
 
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -44,32 +46,59 @@ use super::MergeKeys;
 /// assert!(key_of(r#"{"name":"x"}"#, &keys).unwrap_err().contains("/id"));
 /// ```
 pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
-    let record: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    // Only the members the pointers name are parsed: a merge reads the
+    // key of every record on the write's path, and a record parsed whole
+    // into a `Value` costs as much as its shredding.
+    let record: HashMap<Cow<'_, str>, &RawValue> =
+        serde_json::from_str(json).map_err(|e| e.to_string())?;
     let found = |at: &str| {
-        record
-            .pointer(at)
+        member(&record, at)
             .filter(|v| !v.is_null())
             .ok_or_else(|| format!("primary key {at}: not found (merge needs it)"))
     };
     let key = match keys.primary_key.as_slice() {
         [one] => match found(one)? {
-            Value::String(s) => s.clone(),
+            Value::String(s) => s,
             other => other.to_string(),
         },
         many => {
-            let values = many.iter().map(|at| found(at).cloned());
+            let values = many.iter().map(|at| found(at));
             Value::Array(values.collect::<Result<_, _>>()?).to_string()
         }
     };
     let deleted = keys
         .hard_delete
         .as_deref()
-        .and_then(|at| record.pointer(at))
+        .and_then(|at| member(&record, at))
         .is_some_and(|v| match v {
-            Value::Bool(b) => *b,
+            Value::Bool(b) => b,
             other => !other.is_null(),
         });
     Ok((key, deleted))
+}
+
+/// The value at the JSON Pointer `at` of the object whose members are
+/// `record`, each level parsed only as far as the pointer goes.
+fn member(record: &HashMap<Cow<'_, str>, &RawValue>, at: &str) -> Option<Value> {
+    let unescape = |token: &str| token.replace("~1", "/").replace("~0", "~");
+    let mut tokens = at.strip_prefix('/')?.split('/');
+    let mut value: &RawValue = record.get(unescape(tokens.next()?).as_str())?;
+    for token in tokens {
+        let token = unescape(token);
+        value = match value.get().as_bytes().first()? {
+            b'{' => {
+                let object: HashMap<Cow<'_, str>, &RawValue> =
+                    serde_json::from_str(value.get()).ok()?;
+                *object.get(token.as_str())?
+            }
+            b'[' => {
+                let list: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
+                *list.get(token.parse::<usize>().ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    serde_json::from_str(value.get()).ok()
 }
 
 /// One version of a page, as the merge weighs it.
@@ -225,6 +254,14 @@ mod tests {
         );
         let e = key_of(r#"{"name":"x"}"#, &keys).unwrap_err();
         assert!(e.contains("primary key /id: not found"), "{e}");
+        let nested = MergeKeys::new(["/repo/owner/id", "/tags/1"]);
+        assert_eq!(
+            key_of(r#"{"repo":{"owner":{"id":7}},"tags":["a","b~/"]}"#, &nested).unwrap().0,
+            r#"[7,"b~/"]"#
+        );
+        let escaped = MergeKeys::new(["/a~1b"]);
+        assert_eq!(key_of(r#"{"a/b":"x"}"#, &escaped).unwrap().0, "x");
+        assert!(key_of("[1]", &keys).is_err(), "a record is an object");
         let both = MergeKeys::new(["/org", "/n"]);
         assert_eq!(
             key_of(r#"{"org":"rust","n":7}"#, &both).unwrap().0,
