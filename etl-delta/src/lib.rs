@@ -46,9 +46,8 @@ pub use deltalake;
 
 use async_trait::async_trait;
 use etl_core::content::typed::{loader, update_micros, Schema, SchemaOptions};
-use etl_core::content::write::Write;
 use etl_core::content::{CanonicalSink, KeyedJson};
-use etl_core::{EtlError, Record, Reject, RejectSink, Written};
+use etl_core::{EtlError, Prepared, Record, Reject, RejectSink, Written};
 use std::time::SystemTime;
 use tokio::sync::OnceCell;
 
@@ -547,12 +546,8 @@ impl CanonicalSink for DeltaSink {
         encoded: Vec<KeyedJson>,
     ) -> Result<Written, EtlError> {
         if let Some(typed) = &self.typed {
-            if let Write::Merge(keys) = &typed.options().write {
-                let merged = typed.merge(&self.rows, rows, &encoded, keys).await?;
-                let kept = self.reject(&merged.refused).await?;
-                return Ok(Written::from(merged.new)
-                    .deleting(merged.deleted)
-                    .refusing(merged.refused.len(), kept));
+            if let Some(keyed) = typed.keyed(rows, &encoded)? {
+                return self.merge(rows, &encoded, keyed).await;
             }
             let (new, refused) = typed.store(&self.rows, rows, &encoded).await?;
             // Kept as rejects, and counted: the run exits 3 for them.
@@ -590,6 +585,48 @@ impl CanonicalSink for DeltaSink {
             )
             .await
             .map(|new| Written::from(new.unwrap_or_default()))
+    }
+
+    /// A merge family's records: their primary keys read now, beside the
+    /// write before (what [`CanonicalSink::store`] would read first on
+    /// the write's own path), the merge in the [`Prepared`].
+    async fn prepare_store<'a, T: Record>(
+        &'a self,
+        rows: &'a [T],
+        encoded: Vec<KeyedJson>,
+    ) -> Result<Prepared<'a>, EtlError> {
+        let keyed = match &self.typed {
+            Some(typed) => typed.keyed(rows, &encoded)?,
+            None => None,
+        };
+        Ok(match keyed {
+            Some(keyed) => Prepared::new(async move { self.merge(rows, &encoded, keyed).await }),
+            None => Prepared::new(self.store(rows, encoded)),
+        })
+    }
+}
+
+impl DeltaSink {
+    /// Merges `rows` into the typed family, their keys `keyed`; the
+    /// records without their key, or refused by a frozen schema, kept as
+    /// rejects.
+    async fn merge<T: Record>(
+        &self,
+        rows: &[T],
+        encoded: &[KeyedJson],
+        keyed: typed::Keyed,
+    ) -> Result<Written, EtlError> {
+        let Some(typed) = &self.typed else {
+            return Err(EtlError::InvalidInput(format!(
+                "Delta table {}: a merge needs a typed table",
+                self.location()
+            )));
+        };
+        let merged = typed.merge(&self.rows, (rows, encoded), keyed).await?;
+        let kept = self.reject(&merged.refused).await?;
+        Ok(Written::from(merged.new)
+            .deleting(merged.deleted)
+            .refusing(merged.refused.len(), kept))
     }
 }
 

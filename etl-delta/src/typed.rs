@@ -45,6 +45,7 @@ use crate::location::Location;
 use crate::table::{Basis, KeyedTable, Known, Staged};
 
 mod merge;
+pub(crate) use merge::Keyed;
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
 /// the family's schema.
@@ -294,11 +295,6 @@ impl Typed {
             #[cfg(test)]
             killed_before_root: std::sync::atomic::AtomicBool::new(false),
         })
-    }
-
-    /// The options the family was opened with.
-    pub(crate) fn options(&self) -> &SchemaOptions {
-        &self.options
     }
 
     /// The newest time of the deletions a merge family remembers

@@ -19,7 +19,6 @@
 
 use etl_core::content::typed::update_micros;
 use etl_core::content::write::merge::{key_of, weigh, Version as Weighed};
-use etl_core::content::write::MergeKeys;
 
 use super::*;
 use crate::deleted::Deletion;
@@ -36,9 +35,12 @@ pub(crate) struct Merged {
     pub refused: Vec<Reject>,
 }
 
-/// A page's records as a merge knows them: each one's primary key and
-/// whether it says it was deleted (`None`: it has no key, and is refused).
-struct Keyed {
+/// A page's records as a merge knows them ([`Typed::keyed`]): each one's
+/// primary key and whether it says it was deleted (`None`: it has no key,
+/// and is refused). Made before the write, beside the page before's.
+pub(crate) struct Keyed {
+    /// The records without their key, as rejects.
+    refused: Vec<Reject>,
     found: Vec<Option<(String, bool)>>,
     /// `found`'s keys, as `_etl_id` holds them.
     ids: Vec<Option<String>>,
@@ -48,15 +50,14 @@ struct Keyed {
 }
 
 impl Typed {
-    /// Merges `rows` (their keys and canonical JSON `encoded`) into the
-    /// family whose resource's table is `root`, on the primary key and
-    /// deletion mark `keys` say.
+    /// Merges `rows` (their keys and canonical JSON `encoded`, their
+    /// primary keys `keyed`) into the family whose resource's table is
+    /// `root`.
     pub(crate) async fn merge<T: Record>(
         &self,
         root: &KeyedTable,
-        rows: &[T],
-        encoded: &[KeyedJson],
-        keys: &MergeKeys,
+        (rows, encoded): (&[T], &[KeyedJson]),
+        keyed: Keyed,
     ) -> Result<Merged, EtlError> {
         let shown = &self.at.shown;
         let Some(deleted) = &self.deleted else {
@@ -64,8 +65,10 @@ impl Typed {
                 "Delta table {shown}: a merge into a family not opened for merge"
             )));
         };
-        let mut merged = Merged::default();
-        let keyed = self.keyed(rows, encoded, keys, &mut merged.refused)?;
+        let mut merged = Merged {
+            refused: keyed.refused,
+            ..Merged::default()
+        };
         // Under the family's lock: this process's loads merge one at a time.
         let mut state = self.state.lock().await;
         // This writer wrote no child row of these records unless a load
@@ -227,15 +230,18 @@ impl Typed {
         )))
     }
 
-    /// Each record's primary key, deletion mark and time; a record without
-    /// its key is refused into `refused`, naming the pointer.
-    fn keyed<T: Record>(
+    /// Each record's primary key, deletion mark and time, on the keys the
+    /// family is merged on; a record without its key is refused, naming
+    /// the pointer. `None` for a family not written by merge.
+    pub(crate) fn keyed<T: Record>(
         &self,
         rows: &[T],
         encoded: &[KeyedJson],
-        keys: &MergeKeys,
-        refused: &mut Vec<Reject>,
-    ) -> Result<Keyed, EtlError> {
+    ) -> Result<Option<Keyed>, EtlError> {
+        let Write::Merge(keys) = &self.options.write else {
+            return Ok(None);
+        };
+        let mut refused = Vec::new();
         let mut found = Vec::with_capacity(encoded.len());
         for c in encoded {
             match key_of(&c.json, keys) {
@@ -259,11 +265,12 @@ impl Typed {
             .zip(encoded)
             .map(|(row, c)| update_micros(row, &c.key).and_then(time_of))
             .collect();
-        Ok(Keyed {
+        Ok(Some(Keyed {
+            refused,
             found,
             ids,
             distinct,
             times,
-        })
+        }))
     }
 }

@@ -256,7 +256,9 @@ mod tests {
         assert!(e.contains("primary key /id: not found"), "{e}");
         let nested = MergeKeys::new(["/repo/owner/id", "/tags/1"]);
         assert_eq!(
-            key_of(r#"{"repo":{"owner":{"id":7}},"tags":["a","b~/"]}"#, &nested).unwrap().0,
+            key_of(r#"{"repo":{"owner":{"id":7}},"tags":["a","b~/"]}"#, &nested)
+                .unwrap()
+                .0,
             r#"[7,"b~/"]"#
         );
         let escaped = MergeKeys::new(["/a~1b"]);
