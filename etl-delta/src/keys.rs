@@ -172,35 +172,26 @@ impl KeyIndex {
             if wanted.iter().all(|&i| held[i]) {
                 continue;
             }
-            let stored = read_keys(store, &self.file(path), group, key, location).await?;
-            for i in wanted {
-                held[i] |= stored.contains(keys[i].as_str());
+            let asked: Vec<&str> = wanted.iter().map(|&i| keys[i].as_str()).collect();
+            let found = find_keys(store, &self.file(path), group, (key, &asked), location).await?;
+            for (i, found) in wanted.into_iter().zip(found) {
+                held[i] |= found;
             }
         }
         Ok(held)
     }
 
-    /// The files that hold any of `keys` (a merge's rows to weigh, and
-    /// perhaps rewrite): those a filter may hold one in, confirmed against
-    /// the row group's key column.
-    pub async fn holding(
-        &self,
-        store: &Arc<dyn ObjectStore>,
-        keys: &[String],
-        key: &str,
-        location: &str,
-    ) -> Result<Vec<DataFile>, EtlError> {
-        let mut holding: Vec<DataFile> = Vec::new();
-        for ((path, group), wanted) in self.probes(keys, false) {
-            if holding.iter().any(|f| &f.path == path) {
-                continue;
-            }
-            let stored = read_keys(store, &self.file(path), group, key, location).await?;
-            if wanted.iter().any(|&i| stored.contains(keys[i].as_str())) {
-                holding.push(self.file(path));
+    /// The files whose filters may hold any of `keys` (a merge's rows to
+    /// weigh, and perhaps rewrite): the caller reads their keys anyway,
+    /// so a hit is not confirmed here.
+    pub fn may_hold(&self, keys: &[String]) -> Vec<DataFile> {
+        let mut files: Vec<DataFile> = Vec::new();
+        for (path, _) in self.probes(keys, false).into_keys() {
+            if !files.iter().any(|f| &f.path == path) {
+                files.push(self.file(path));
             }
         }
-        Ok(holding)
+        files
     }
 
     /// (file, row group) -> the indexes of `keys` its filter may hold.
@@ -454,6 +445,44 @@ async fn read_keys(
     key: &str,
     location: &str,
 ) -> Result<HashSet<String>, EtlError> {
+    let mut keys = HashSet::new();
+    scan_keys(store, file, group, key, location, |k| {
+        keys.insert(k.to_owned());
+    })
+    .await?;
+    Ok(keys)
+}
+
+/// For each of `asked` (a probe's few hits), whether one row group of a
+/// file (`None`: every row group) stores it: its key column scanned and
+/// compared, nothing kept.
+async fn find_keys(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    group: Option<usize>,
+    (key, asked): (&str, &[&str]),
+    location: &str,
+) -> Result<Vec<bool>, EtlError> {
+    let mut found = vec![false; asked.len()];
+    scan_keys(store, file, group, key, location, |k| {
+        for (i, a) in asked.iter().enumerate() {
+            found[i] |= *a == k;
+        }
+    })
+    .await?;
+    Ok(found)
+}
+
+/// Calls `each` with every key stored in one row group of a file (`None`:
+/// every row group).
+async fn scan_keys(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    group: Option<usize>,
+    key: &str,
+    location: &str,
+    mut each: impl FnMut(&str),
+) -> Result<(), EtlError> {
     let builder = open_file(store, file, location).await?;
     let leaf = key_leaf(&builder, key, file, location)?;
     let mask = ProjectionMask::leaves(builder.parquet_schema(), [leaf]);
@@ -463,7 +492,6 @@ async fn read_keys(
     }
     let fail = |e| from_parquet(e, file.path.as_ref(), location);
     let mut stream = builder.build().map_err(fail)?;
-    let mut keys = HashSet::new();
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(fail)?;
         // Whatever string type the writer chose (Utf8, LargeUtf8, Utf8View).
@@ -474,13 +502,11 @@ async fn read_keys(
             ))
         })?;
         let column = column.as_string::<i32>();
-        keys.extend(
-            (0..column.len())
-                .filter(|&i| column.is_valid(i))
-                .map(|i| column.value(i).to_string()),
-        );
+        (0..column.len())
+            .filter(|&i| column.is_valid(i))
+            .for_each(|i| each(column.value(i)));
     }
-    Ok(keys)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -55,33 +55,14 @@ impl KeyedTable {
         let shown = self.shown();
         let mut state = self.state.lock().await;
         state.settle().await;
-        let store = state.table.object_store();
-        let key = self.columns.key();
-        let holding = match state.index.holding(&store, ids, key, shown).await {
-            Ok(files) => files,
+        let (files, held) = match read_holders(&state, ids, shown).await {
+            Ok(read) => read,
             // A file compacted away and vacuumed since: look again.
             Err(_) => {
                 state.refresh(&self.columns, shown).await?;
-                state.index.holding(&store, ids, key, shown).await?
+                read_holders(&state, ids, shown).await?
             }
         };
-        let mut files = Vec::with_capacity(holding.len());
-        let mut held = Held::new();
-        let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
-        for file in holding {
-            // Only what a merge weighs: the rows are read again, whole, only
-            // where the page takes one out.
-            let batches: Vec<RecordBatch> = rows_of(&store, &file, Some(&weighed), shown)
-                .await?
-                .try_collect()
-                .await
-                .map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
-            let mut keys = Vec::new();
-            for rows in &batches {
-                keys.extend(note_held(rows, &mut held).map_err(|e| from_arrow(e, shown))?);
-            }
-            files.push((file, keys));
-        }
         Ok(Holders {
             at: state.version,
             files,
@@ -226,6 +207,41 @@ impl KeyedTable {
     }
 }
 
+/// The files of `state`'s table that hold any of `ids`, each row's
+/// `_etl_key`, and what the merge weighs of the rows of `ids`.
+async fn read_holders(
+    state: &State,
+    ids: &[String],
+    shown: &str,
+) -> Result<(Vec<(DataFile, Vec<String>)>, Held), EtlError> {
+    let store = state.table.object_store();
+    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let mut files = Vec::new();
+    let mut held = Held::new();
+    let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
+    for file in state.index.may_hold(ids) {
+        // Only what a merge weighs: the rows are read again, whole, only
+        // where the page takes one out.
+        let batches: Vec<RecordBatch> = rows_of(&store, &file, Some(&weighed), shown)
+            .await?
+            .try_collect()
+            .await
+            .map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+        let (mut keys, mut holds) = (Vec::new(), false);
+        for rows in &batches {
+            let (all, any) =
+                note_held(rows, &wanted, &mut held).map_err(|e| from_arrow(e, shown))?;
+            keys.extend(all);
+            holds |= any;
+        }
+        // Else a filter's false positive.
+        if holds {
+            files.push((file, keys));
+        }
+    }
+    Ok((files, held))
+}
+
 /// Deletes the files `written` for a rewrite that ends before its commit
 /// (they are no part of the table).
 async fn unwritten(store: &Arc<dyn ObjectStore>, written: Vec<(Vec<Add>, Vec<String>)>) {
@@ -233,10 +249,14 @@ async fn unwritten(store: &Arc<dyn ObjectStore>, written: Vec<(Vec<Add>, Vec<Str
     discard(store, Some(Staged::written(adds))).await;
 }
 
-/// Notes each row of `rows` (a merge table's file) in `held`: its
-/// `_etl_id`, `_etl_key` and `_etl_updated_at`; returns each row's
-/// `_etl_key`.
-fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<Vec<String>, ArrowError> {
+/// Notes each row of `rows` (a merge table's file) whose `_etl_id` is
+/// `wanted` in `held`: its `_etl_key` and `_etl_updated_at`. Returns each
+/// row's `_etl_key`, and whether any row was wanted.
+fn note_held(
+    rows: &RecordBatch,
+    wanted: &HashSet<&str>,
+    held: &mut Held,
+) -> Result<(Vec<String>, bool), ArrowError> {
     let column = |name: &str, to: &ArrowType| {
         let found = rows
             .column_by_name(name)
@@ -248,16 +268,17 @@ fn note_held(rows: &RecordBatch, held: &mut Held) -> Result<Vec<String>, ArrowEr
     let times = column(loader::UPDATED_AT, &ArrowType::Int64)?;
     let (ids, keys) = (ids.as_string::<i32>(), keys.as_string::<i32>());
     let times = times.as_primitive::<Int64Type>();
-    let mut all = Vec::with_capacity(rows.num_rows());
+    let (mut all, mut any) = (Vec::with_capacity(rows.num_rows()), false);
     for i in 0..rows.num_rows() {
         let key = if keys.is_valid(i) { keys.value(i) } else { "" };
-        if ids.is_valid(i) {
+        if ids.is_valid(i) && wanted.contains(ids.value(i)) {
             let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
             held.insert(ids.value(i).to_owned(), (key.to_owned(), at));
+            any = true;
         }
         all.push(key.to_owned());
     }
-    Ok(all)
+    Ok((all, any))
 }
 
 /// A time read as microseconds since the epoch.
