@@ -38,6 +38,12 @@ use crate::filter::{KeyFilter, KeyHash};
 /// probes, and a filter costs about four bytes a key.
 const FPP: f64 = 1e-5;
 
+/// The most rows a row group holds: a reader (a merge rewriting a file
+/// it takes a row out of) and this writer hold one row group's columns at
+/// a time, so a file of a large load costs a row group of memory, not
+/// the file.
+const ROW_GROUP: usize = 16_384;
+
 /// How many files' footers are read at once when many are new (object
 /// storage answers each in a round trip).
 const READ_AHEAD: usize = 16;
@@ -69,7 +75,8 @@ pub(crate) struct KeyIndex {
 }
 
 /// Parquet properties for a file of `rows` entries whose key column is
-/// `key`: a bloom filter on it, sized for those entries, and no
+/// `key`: a bloom filter on it, sized for those entries (a row group's
+/// worth at most: each row group has its own), and no
 /// dictionary, since a table holds each key once (a dictionary of
 /// distinct values only hashes each one and stores the column twice). The
 /// column `text`, each entry's JSON text, is written plain for the same
@@ -79,10 +86,11 @@ pub(crate) fn writer_properties(key: &str, text: Option<&str>, rows: usize) -> W
     let column = ColumnPath::from(key);
     let mut properties = WriterProperties::builder()
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP))
         .set_column_dictionary_enabled(column.clone(), false)
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
-        .set_column_bloom_filter_max_ndv(column, rows.max(1) as u64);
+        .set_column_bloom_filter_max_ndv(column, rows.clamp(1, ROW_GROUP) as u64);
     if let Some(text) = text {
         let text = ColumnPath::from(text);
         properties = properties

@@ -21,15 +21,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::*;
 use crate::errors::from_parquet;
 use crate::keys::rows_of;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 
 /// The rows a merge table holds for a page's keys, read at one version.
 pub(crate) struct Holders {
     /// The version they were read at: a rewrite of them commits only at
     /// the next.
     at: Version,
-    /// The files holding any of the keys, with each row's `_etl_key`.
-    files: Vec<(DataFile, Vec<String>)>,
+    /// The files holding any of the keys: how many rows each holds, and
+    /// the `_etl_key` of each of its rows of those keys.
+    files: Vec<(DataFile, usize, Vec<String>)>,
     /// What the merge weighs: each held key's content key and time.
     pub held: Held,
 }
@@ -134,13 +135,13 @@ impl KeyedTable {
         // Files written again without the rows taken out: their filters
         // are read from their footers once committed.
         let mut rewritten: Vec<DataFile> = Vec::new();
-        for (file, keys) in holders.files {
+        for (file, rows, keys) in holders.files {
             let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
             if leaving == 0 {
                 continue;
             }
             removes.push(remove_of(&file, now));
-            if leaving == keys.len() {
+            if leaving == rows {
                 continue;
             }
             let (out, schema) = (Arc::new(out.clone()), schema.clone());
@@ -150,7 +151,7 @@ impl KeyedTable {
                 Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
             });
             let adds = state
-                .write_all(batches, &self.columns, keys.len() - leaving, shown)
+                .write_all(batches, &self.columns, rows - leaving, shown)
                 .await;
             match adds {
                 Ok(adds) => {
@@ -207,13 +208,14 @@ impl KeyedTable {
     }
 }
 
-/// The files of `state`'s table that hold any of `ids`, each row's
-/// `_etl_key`, and what the merge weighs of the rows of `ids`.
+/// The files of `state`'s table that hold any of `ids` (each with its
+/// count of rows and the `_etl_key`s of its rows of `ids`), and what the
+/// merge weighs of the rows of `ids`.
 async fn read_holders(
     state: &State,
     ids: &[String],
     shown: &str,
-) -> Result<(Vec<(DataFile, Vec<String>)>, Held), EtlError> {
+) -> Result<(Vec<(DataFile, usize, Vec<String>)>, Held), EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut files = Vec::new();
@@ -222,21 +224,17 @@ async fn read_holders(
     for file in state.index.may_hold(ids) {
         // Only what a merge weighs: the rows are read again, whole, only
         // where the page takes one out.
-        let batches: Vec<RecordBatch> = rows_of(&store, &file, Some(&weighed), shown)
-            .await?
-            .try_collect()
-            .await
-            .map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
-        let (mut keys, mut holds) = (Vec::new(), false);
-        for rows in &batches {
-            let (all, any) =
-                note_held(rows, &wanted, &mut held).map_err(|e| from_arrow(e, shown))?;
-            keys.extend(all);
-            holds |= any;
+        let mut batches = rows_of(&store, &file, Some(&weighed), shown).await?;
+        let (mut rows, mut keys) = (0, Vec::new());
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+            rows += batch.num_rows();
+            let found = note_held(&batch, &wanted, &mut held).map_err(|e| from_arrow(e, shown))?;
+            keys.extend(found);
         }
         // Else a filter's false positive.
-        if holds {
-            files.push((file, keys));
+        if !keys.is_empty() {
+            files.push((file, rows, keys));
         }
     }
     Ok((files, held))
@@ -250,13 +248,13 @@ async fn unwritten(store: &Arc<dyn ObjectStore>, written: Vec<(Vec<Add>, Vec<Str
 }
 
 /// Notes each row of `rows` (a merge table's file) whose `_etl_id` is
-/// `wanted` in `held`: its `_etl_key` and `_etl_updated_at`. Returns each
-/// row's `_etl_key`, and whether any row was wanted.
+/// `wanted` in `held`: its `_etl_key` and `_etl_updated_at`. Returns those
+/// rows' `_etl_key`s.
 fn note_held(
     rows: &RecordBatch,
     wanted: &HashSet<&str>,
     held: &mut Held,
-) -> Result<(Vec<String>, bool), ArrowError> {
+) -> Result<Vec<String>, ArrowError> {
     let column = |name: &str, to: &ArrowType| {
         let found = rows
             .column_by_name(name)
@@ -268,17 +266,16 @@ fn note_held(
     let times = column(loader::UPDATED_AT, &ArrowType::Int64)?;
     let (ids, keys) = (ids.as_string::<i32>(), keys.as_string::<i32>());
     let times = times.as_primitive::<Int64Type>();
-    let (mut all, mut any) = (Vec::with_capacity(rows.num_rows()), false);
+    let mut found = Vec::new();
     for i in 0..rows.num_rows() {
-        let key = if keys.is_valid(i) { keys.value(i) } else { "" };
-        if ids.is_valid(i) && wanted.contains(ids.value(i)) {
-            let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
-            held.insert(ids.value(i).to_owned(), (key.to_owned(), at));
-            any = true;
+        if !(ids.is_valid(i) && keys.is_valid(i) && wanted.contains(ids.value(i))) {
+            continue;
         }
-        all.push(key.to_owned());
+        let at = times.is_valid(i).then(|| time_of(times.value(i))).flatten();
+        held.insert(ids.value(i).to_owned(), (keys.value(i).to_owned(), at));
+        found.push(keys.value(i).to_owned());
     }
-    Ok((all, any))
+    Ok(found)
 }
 
 /// A time read as microseconds since the epoch.
