@@ -41,8 +41,10 @@ pub(crate) enum Rewrite {
     /// Committed.
     Done,
     /// Another writer committed first: the page is weighed again against
-    /// [`KeyedTable::holders`] read anew.
-    Lost,
+    /// [`KeyedTable::holders`] read anew. The new rows' files, not
+    /// committed, are handed back: where the page weighs the same again
+    /// they are committed as they are, else discarded.
+    Lost(Vec<Add>),
     /// The table no longer agrees with the batch's basis ([`Basis`]):
     /// the batch is made again.
     Moved,
@@ -111,19 +113,12 @@ impl KeyedTable {
         let mut state = self.state.lock().await;
         state.settle().await;
         let store = state.table.object_store();
-        // The new rows' files, each entry with the keys its filter holds.
-        let mut written: Vec<(Vec<Add>, Vec<String>)> = Vec::new();
-        if !new.is_empty() {
-            written.push((new, ids.iter().map(|s| s.to_string()).collect()));
+        if basis.moved(&state.schema, fields) {
+            discard(&store, Some(Staged::written(new))).await;
+            return Ok(Rewrite::Moved);
         }
-        let ended = if basis.moved(&state.schema, fields) {
-            Some(Rewrite::Moved)
-        } else {
-            (state.version != holders.at).then_some(Rewrite::Lost)
-        };
-        if let Some(ended) = ended {
-            unwritten(&store, written).await;
-            return Ok(ended);
+        if state.version != holders.at {
+            return Ok(Rewrite::Lost(new));
         }
         let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
@@ -134,7 +129,7 @@ impl KeyedTable {
         let mut removes = Vec::new();
         // Files written again without the rows taken out: their filters
         // are read from their footers once committed.
-        let mut rewritten: Vec<DataFile> = Vec::new();
+        let mut rewritten: Vec<Add> = Vec::new();
         for (file, rows, keys) in holders.files {
             let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
             if leaving == 0 {
@@ -154,17 +149,15 @@ impl KeyedTable {
                 .write_all(batches, &self.columns, rows - leaving, shown)
                 .await;
             match adds {
-                Ok(adds) => {
-                    rewritten.extend(adds.iter().map(data_file));
-                    written.push((adds, Vec::new()));
-                }
+                Ok(adds) => rewritten.extend(adds),
                 Err(e) => {
-                    unwritten(&store, written).await;
+                    rewritten.extend(new);
+                    discard(&store, Some(Staged::written(rewritten))).await;
                     return Err(e);
                 }
             }
         }
-        if written.is_empty() && removes.is_empty() && grown.is_none() {
+        if new.is_empty() && rewritten.is_empty() && removes.is_empty() && grown.is_none() {
             return Ok(Rewrite::Done);
         }
         let metadata = match grown {
@@ -177,7 +170,7 @@ impl KeyedTable {
             ),
             None => None,
         };
-        let adds: Vec<Add> = written.iter().flat_map(|(a, _)| a.clone()).collect();
+        let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
         match state.commit(&adds, &removes, metadata).await {
             Ok(()) => {
                 let gone: Vec<Path> = removes
@@ -185,24 +178,26 @@ impl KeyedTable {
                     .map(|r| Path::from(r.path.as_str()))
                     .collect();
                 state.index.remove(&gone);
-                for (adds, keys) in written.iter().filter(|(_, k)| !k.is_empty()) {
-                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-                    for add in adds {
-                        state.index.add_written(data_file(add), &keys);
-                    }
+                for add in &new {
+                    state.index.add_written(data_file(add), ids);
                 }
                 let key = self.columns.key();
+                let rewritten = rewritten.iter().map(data_file).collect();
                 state.index.add(&store, rewritten, key, shown).await?;
                 Ok(Rewrite::Done)
             }
-            Err(e) => {
-                unwritten(&store, written).await;
-                if !lost_race(&e) {
-                    return Err(from_delta(e, "committing", shown));
-                }
+            Err(e) if lost_race(&e) => {
+                // The files written again are of the rows read before the
+                // race: written again from the winner's, if at all. The new
+                // rows' files may serve the next attempt as they are.
+                discard(&store, Some(Staged::written(rewritten))).await;
                 tracing::debug!(table = shown, error = %e, "lost a merge's commit race; weighing the page again");
                 state.catch_up(&self.columns, shown).await?;
-                Ok(Rewrite::Lost)
+                Ok(Rewrite::Lost(new))
+            }
+            Err(e) => {
+                discard(&store, Some(Staged::written(adds))).await;
+                Err(from_delta(e, "committing", shown))
             }
         }
     }
@@ -238,13 +233,6 @@ async fn read_holders(
         }
     }
     Ok((files, held))
-}
-
-/// Deletes the files `written` for a rewrite that ends before its commit
-/// (they are no part of the table).
-async fn unwritten(store: &Arc<dyn ObjectStore>, written: Vec<(Vec<Add>, Vec<String>)>) {
-    let adds = written.into_iter().flat_map(|(adds, _)| adds).collect();
-    discard(store, Some(Staged::written(adds))).await;
 }
 
 /// Notes each row of `rows` (a merge table's file) whose `_etl_id` is

@@ -49,7 +49,98 @@ pub(crate) struct Keyed {
     times: Vec<Option<SystemTime>>,
 }
 
+/// A merge attempt's rows, made and written: its child tables' rows
+/// committed, its new rows' files for the resource's table written.
+struct Ready {
+    /// The records whose versions go in.
+    fresh: Vec<usize>,
+    /// The new rows' files, not yet committed.
+    new: Vec<Add>,
+    /// The content keys of the rows in them (a version a frozen schema
+    /// refused is not).
+    landing: HashSet<String>,
+    /// The records a frozen schema refused.
+    frozen: Vec<Reject>,
+    grows: Option<RootGrowth>,
+    /// The resource's table's columns, as the rows were made.
+    fields: Vec<StructField>,
+}
+
 impl Typed {
+    /// Makes the rows of the records `fresh` (their primary keys `ids`) on the
+    /// schema the tables hold, commits their child tables' rows and writes
+    /// the files of the resource's (not committed). `None`: a table
+    /// another writer grew first no longer agreed, and the rows are to be
+    /// made again.
+    async fn ready<T: Record>(
+        &self,
+        root: &KeyedTable,
+        state: &mut State,
+        (rows, encoded): (&[T], &[KeyedJson]),
+        (fresh, ids): (Vec<usize>, &[Option<String>]),
+        children: Known,
+    ) -> Result<Option<Ready>, EtlError> {
+        let (mut batch, frozen, grows) = self
+            .grow(root, state, rows, encoded, (&fresh, Some(ids)))
+            .await?;
+        let mut parts = self
+            .parts(state, &mut batch, grows.as_ref(), (0, children))
+            .await?;
+        let resource = match parts.last() {
+            Some((0, ..)) => parts.pop().map(|(_, part, _)| part),
+            _ => None,
+        };
+        let tables: Vec<&KeyedTable> = parts
+            .iter()
+            .map(|&(at, ..)| &state.children[state.schema.tables()[at].name()])
+            .collect();
+        let base = grows.as_ref().map(|g| g.base.as_str());
+        // Every table's files written at once, the resource's too.
+        let staged = join_all(
+            parts
+                .iter()
+                .zip(&tables)
+                .map(|((_, part, known), table)| stage(table, part, (*known, Basis::Columns))),
+        );
+        let resource_rows = async {
+            match &resource {
+                Some(part) if part.batch.num_rows() > 0 => {
+                    let (batch, fields) = (part.batch.clone(), &part.fields);
+                    root.stage_new(batch, fields, basis(0, base)).await
+                }
+                _ => Ok(Some(Vec::new())),
+            }
+        };
+        let (staged, new) = futures_util::future::join(staged, resource_rows).await;
+        let committed = commit_staged(&tables, parts, staged, None).await;
+        let new = match (committed, new) {
+            (Ok(Some(_)), Ok(Some(new))) => new,
+            (committed, new) => {
+                // Not to be committed: the resource's files go.
+                if let Ok(Some(adds)) = &new {
+                    root.discard(Some(Staged::written(adds.clone()))).await;
+                }
+                committed?;
+                new?;
+                // A table another writer grew first: made again.
+                state.stored.clear();
+                return Ok(None);
+            }
+        };
+        let (landing, fields) = match resource {
+            Some(part) => (part.keys.into_iter().collect(), part.fields),
+            None => (HashSet::new(), Vec::new()),
+        };
+        Ok(Some(Ready {
+            fresh,
+            new,
+            landing,
+            frozen,
+            grows,
+            fields,
+        }))
+    }
+
     /// Merges `rows` (their keys and canonical JSON `encoded`, their
     /// primary keys `keyed`) into the family whose resource's table is
     /// `root`.
@@ -83,6 +174,10 @@ impl Typed {
         state
             .unfinished
             .extend(records.iter().map(|k| k.to_string()));
+        // What the last attempt wrote, where it lost the race for the
+        // resource's table: its child rows are in, its new rows' files
+        // written.
+        let mut last: Option<Ready> = None;
         for attempt in 0..MAX_RACES {
             if attempt > 0 {
                 // The last attempt's child rows may be in.
@@ -127,62 +222,33 @@ impl Typed {
                 })
                 .collect();
             deleted.remember(&deletions).await?;
-            let (mut batch, frozen, grows) = self
-                .grow(root, &mut state, rows, encoded, (&fresh, Some(&keyed.ids)))
-                .await?;
-            let mut parts = self
-                .parts(&mut state, &mut batch, grows.as_ref(), (0, children))
-                .await?;
-            let resource = match parts.last() {
-                Some((0, ..)) => parts.pop().map(|(_, part, _)| part),
-                _ => None,
-            };
-            let tables: Vec<&KeyedTable> = parts
-                .iter()
-                .map(|&(at, ..)| &state.children[state.schema.tables()[at].name()])
-                .collect();
-            let base = grows.as_ref().map(|g| g.base.as_str());
-            // Every table's files written at once, the resource's too.
-            let children = join_all(
-                parts
-                    .iter()
-                    .zip(&tables)
-                    .map(|((_, part, known), table)| stage(table, part, (*known, Basis::Columns))),
-            );
-            let resource_rows = async {
-                match &resource {
-                    Some(part) if part.batch.num_rows() > 0 => {
-                        let (batch, fields) = (part.batch.clone(), &part.fields);
-                        root.stage_new(batch, fields, basis(0, base)).await
+            // The same versions go in as the last attempt weighed: its
+            // rows are ready as they are.
+            let ready = match last.take() {
+                Some(ready) if ready.fresh == fresh => ready,
+                earlier => {
+                    if let Some(earlier) = earlier {
+                        root.discard(Some(Staged::written(earlier.new))).await;
                     }
-                    _ => Ok(Some(Vec::new())),
+                    let made = self
+                        .ready(
+                            root,
+                            &mut state,
+                            (rows, encoded),
+                            (fresh, &keyed.ids),
+                            children,
+                        )
+                        .await?;
+                    match made {
+                        Some(ready) => ready,
+                        None => continue,
+                    }
                 }
             };
-            let (staged, new) = futures_util::future::join(children, resource_rows).await;
-            let committed = commit_staged(&tables, parts, staged, None).await;
-            let new = match (committed, new) {
-                (Ok(Some(_)), Ok(Some(new))) => new,
-                (committed, new) => {
-                    // Not to be committed: the resource's files go.
-                    if let Ok(Some(adds)) = &new {
-                        root.discard(Some(Staged::written(adds.clone()))).await;
-                    }
-                    committed?;
-                    new?;
-                    // A table another writer grew first: made again.
-                    state.stored.clear();
-                    continue;
-                }
-            };
-            // The rows that go in: a version the frozen schema refused
-            // does not, and leaves the row it would have replaced.
-            let landing: HashSet<&str> = resource
-                .as_ref()
-                .map(|p| p.keys.iter().map(String::as_str).collect())
-                .unwrap_or_default();
-            let new_ids: Vec<&str> = fresh
+            let new_ids: Vec<&str> = ready
+                .fresh
                 .iter()
-                .filter(|&&i| landing.contains(encoded[i].key.as_str()))
+                .filter(|&&i| ready.landing.contains(encoded[i].key.as_str()))
                 .filter_map(|&i| keyed.ids[i].as_deref())
                 .collect();
             let leaving: HashSet<&str> = new_ids
@@ -199,10 +265,19 @@ impl Typed {
                 })
                 .map(|(_, (row, _))| row.clone())
                 .collect();
-            let fields = resource.map(|p| p.fields).unwrap_or_default();
+            let Ready {
+                fresh,
+                new,
+                landing,
+                frozen,
+                grows,
+                fields,
+            } = ready;
+            let base = grows.as_ref().map(|g| g.base.as_str());
             let rewrite = root
                 .rewrite(holders, &out, (new, &new_ids), &fields, basis(0, base))
                 .await?;
+            let new = new_ids.len();
             match rewrite {
                 Rewrite::Done => {
                     for k in &records {
@@ -212,18 +287,33 @@ impl Typed {
                         state.stored = grows.text;
                         state.committed = state.schema.generation();
                     }
-                    if !new_ids.is_empty() {
+                    if new > 0 {
                         state.exists = true;
                         state.schema.set_exists(true);
                     }
-                    merged.new = new_ids.len();
+                    merged.new = new;
                     merged.deleted = weighed.deleted;
                     merged.refused.extend(frozen);
                     return Ok(merged);
                 }
-                Rewrite::Lost => {}
+                // Kept for the next attempt only where it grows nothing:
+                // growth is weighed against the schema anew.
+                Rewrite::Lost(new) if grows.is_none() => {
+                    last = Some(Ready {
+                        fresh,
+                        new,
+                        landing,
+                        frozen,
+                        grows,
+                        fields,
+                    });
+                }
+                Rewrite::Lost(new) => root.discard(Some(Staged::written(new))).await,
                 Rewrite::Moved => state.stored.clear(),
             }
+        }
+        if let Some(earlier) = last {
+            root.discard(Some(Staged::written(earlier.new))).await;
         }
         Err(EtlError::Network(format!(
             "Delta table {shown}: lost the merge's commit race {MAX_RACES} times in a row to other writers"
