@@ -166,6 +166,16 @@ impl DeltaSink {
     /// A child table has `_etl_key`, `_etl_parent_key`, `_etl_root_key`,
     /// `_etl_list_idx` and its data columns.
     ///
+    /// With `options.write` a merge ([`etl_core::content::write::Write::Merge`]),
+    /// the table holds one row per primary key (in `_etl_id`), the newest
+    /// version loaded, as [`etl_core::content::write::merge`] weighs them:
+    /// each load is one commit of the resource's table that removes the
+    /// files holding the rows it replaces or deletes, adds them written
+    /// again without those rows, and adds its new rows, after its child
+    /// rows' commits. Deletions are remembered in the table
+    /// `<location>_deleted`. A writer that loses the race for a commit
+    /// weighs its load again against the winner's rows.
+    ///
     /// The family's schema lives in the resource's table (the field
     /// metadata of `_etl_row`; each data column's own metadata holds its
     /// `etl.path`, `etl.type` and `etl.hint`). A load that adds columns or
