@@ -107,6 +107,11 @@ struct State {
     /// committed: their child rows are looked up in this writer's own files
     /// too when they come again.
     unfinished: HashSet<String>,
+    /// Under merge, the content keys of the versions this writer put in
+    /// (a filter: a hit may be false): a version put in again (at an
+    /// equal or absent update time, read later) has its child rows in
+    /// this writer's own files already ([`merge`]).
+    inserted: Option<deltalake::parquet::bloom_filter::Sbbf>,
 }
 
 /// The Delta type of a column of type `t`.
@@ -281,6 +286,7 @@ impl Typed {
             exists,
             children: HashMap::new(),
             unfinished: HashSet::new(),
+            inserted: None,
         };
         let deleted = match options.write {
             Write::Merge(_) => Some(Deleted::beside(&at)?),

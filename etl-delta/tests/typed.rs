@@ -870,3 +870,28 @@ async fn four_writers_merging_one_table_at_once_keep_each_keys_newest_version_on
     assert_eq!(rows, want, "each key once, its newest version");
     assert_eq!(joined, want, "each row with its own version's child row");
 }
+
+/// A version put in again by the same writer (at an equal update time, read
+/// later, after another version of its key): its row joins its own child
+/// rows once, not the ones it wrote the first time as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn a_version_merged_again_by_its_writer_joins_its_child_rows_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "gh");
+    let labels = dir.path().join("gh__labels");
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+        .await
+        .unwrap();
+    let first = version(1, "first", 10, &["a", "b"], false);
+    for page in [
+        first.clone(),
+        version(1, "second", 10, &["c"], false),
+        first,
+    ] {
+        assert_eq!(sink.load(&[page]).await.unwrap(), 1);
+    }
+    let (rows, joined) = merged(Path::new(&root), &labels);
+    assert_eq!(rows, [(1, "first".into())]);
+    assert_eq!(joined, [(1, "a".into()), (1, "b".into())]);
+}

@@ -17,6 +17,7 @@
 //! writers' versions of a key the newest stays, whatever the order of
 //! their commits.
 
+use deltalake::parquet::bloom_filter::Sbbf;
 use etl_core::content::typed::update_micros;
 use etl_core::content::write::merge::{key_of, weigh, Version as Weighed};
 
@@ -166,7 +167,11 @@ impl Typed {
         // of them failed, or lost its race, after their child rows were
         // in: only then are its own files looked in too.
         let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
-        let mut children = match records.iter().any(|k| state.unfinished.contains(*k)) {
+        let again = |k: &str| state.inserted.as_ref().is_some_and(|f| f.check(k));
+        let mut children = match records
+            .iter()
+            .any(|k| state.unfinished.contains(*k) || again(k))
+        {
             true => Known::Nothing,
             false => Known::NeverWritten,
         };
@@ -283,6 +288,10 @@ impl Typed {
                     for k in &records {
                         state.unfinished.remove(*k);
                     }
+                    let inserted = state.inserted.get_or_insert_with(inserted_filter);
+                    for &i in &fresh {
+                        inserted.insert(encoded[i].key.as_str());
+                    }
                     if let Some(grows) = grows {
                         state.stored = grows.text;
                         state.committed = state.schema.generation();
@@ -363,4 +372,12 @@ impl Typed {
             times,
         }))
     }
+}
+
+/// The filter of the versions a writer put in: a hit only makes a load
+/// look its child rows up in the writer's own files too, so it is sized
+/// for a million versions at 1% and grows no further (past that, more
+/// loads take the look-up).
+fn inserted_filter() -> Sbbf {
+    Sbbf::new_with_ndv_fpp(1_000_000, 0.01).unwrap_or_else(|_| Sbbf::new_with_num_of_bytes(1 << 20))
 }
