@@ -165,7 +165,8 @@ impl Typed {
         let mut state = self.state.lock().await;
         // This writer wrote no child row of these records unless a load
         // of them failed, or lost its race, after their child rows were
-        // in: only then are its own files looked in too.
+        // in, or it put one of these versions in before (and another
+        // since): only then are its own files looked in too.
         let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
         let again = |k: &str| state.inserted.as_ref().is_some_and(|f| f.check(k));
         let mut children = match records
