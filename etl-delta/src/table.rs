@@ -415,16 +415,7 @@ impl KeyedTable {
             }
             let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
                 .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
-            let metadata = match grown {
-                Some(schema) => Some(
-                    state
-                        .metadata
-                        .clone()
-                        .with_schema(&schema)
-                        .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
-                ),
-                None => None,
-            };
+            let metadata = state.metadata_of(grown, shown)?;
             let removes: Vec<Remove> = state
                 .table
                 .snapshot()
@@ -665,16 +656,25 @@ impl State {
                 self.write(batch, columns, fresh.len(), shown).await?
             }
         };
-        let metadata = match grown {
-            Some(schema) => Some(
+        let metadata = self.metadata_of(grown, shown)?;
+        Ok((adds, metadata))
+    }
+
+    /// The metaData action of the schema `grown` to, on the table's
+    /// metadata as this writer last read it; `None` when nothing grew.
+    fn metadata_of(
+        &self,
+        grown: Option<StructType>,
+        shown: &str,
+    ) -> Result<Option<Metadata>, EtlError> {
+        grown
+            .map(|schema| {
                 self.metadata
                     .clone()
                     .with_schema(&schema)
-                    .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
-            ),
-            None => None,
-        };
-        Ok((adds, metadata))
+                    .map_err(|e| from_delta(e.into(), "changing the schema", shown))
+            })
+            .transpose()
     }
 
     /// Writes `batch` as data files, not yet part of the table. Its

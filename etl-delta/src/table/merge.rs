@@ -160,16 +160,7 @@ impl KeyedTable {
         if new.is_empty() && rewritten.is_empty() && removes.is_empty() && grown.is_none() {
             return Ok(Rewrite::Done);
         }
-        let metadata = match grown {
-            Some(schema) => Some(
-                state
-                    .metadata
-                    .clone()
-                    .with_schema(&schema)
-                    .map_err(|e| from_delta(e.into(), "changing the schema", shown))?,
-            ),
-            None => None,
-        };
+        let metadata = state.metadata_of(grown, shown)?;
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
         match state.commit(&adds, &removes, metadata).await {
             Ok(()) => {
