@@ -123,40 +123,16 @@ impl KeyedTable {
         let grown = grown(&state.schema, fields, matches!(basis, Basis::Text(_)))
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
         let schema = grown.clone().unwrap_or_else(|| state.schema.clone());
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let mut removes = Vec::new();
-        // Files written again without the rows taken out: their filters
-        // are read from their footers once committed.
-        let mut rewritten: Vec<Add> = Vec::new();
-        for (file, rows, keys) in holders.files {
-            let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
-            if leaving == 0 {
-                continue;
+        let written = state
+            .without(holders.files, out, (&schema, &self.columns), shown)
+            .await;
+        let (removes, rewritten) = match written {
+            Ok(written) => written,
+            Err(e) => {
+                discard(&store, Some(Staged::written(new))).await;
+                return Err(e);
             }
-            removes.push(remove_of(&file, now));
-            if leaving == rows {
-                continue;
-            }
-            let (out, schema) = (Arc::new(out.clone()), schema.clone());
-            let batches = rows_of(&store, &file, None, shown).await?.map(move |rows| {
-                let rows = rows?;
-                let keep = kept(&rows, &out)?;
-                Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
-            });
-            let adds = state
-                .write_all(batches, &self.columns, rows - leaving, shown)
-                .await;
-            match adds {
-                Ok(adds) => rewritten.extend(adds),
-                Err(e) => {
-                    rewritten.extend(new);
-                    discard(&store, Some(Staged::written(rewritten))).await;
-                    return Err(e);
-                }
-            }
-        }
+        };
         if new.is_empty() && rewritten.is_empty() && removes.is_empty() && grown.is_none() {
             return Ok(Rewrite::Done);
         }
@@ -164,17 +140,10 @@ impl KeyedTable {
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
         match state.commit(&adds, &removes, metadata).await {
             Ok(()) => {
-                let gone: Vec<Path> = removes
-                    .iter()
-                    .map(|r| Path::from(r.path.as_str()))
-                    .collect();
-                state.index.remove(&gone);
-                for add in &new {
-                    state.index.add_written(data_file(add), ids);
-                }
                 let key = self.columns.key();
-                let rewritten = rewritten.iter().map(data_file).collect();
-                state.index.add(&store, rewritten, key, shown).await?;
+                state
+                    .note_rewrite(&removes, (&new, ids), rewritten, (key, shown))
+                    .await?;
                 Ok(Rewrite::Done)
             }
             Err(e) if lost_race(&e) => {
@@ -191,6 +160,83 @@ impl KeyedTable {
                 Err(from_delta(e, "committing", shown))
             }
         }
+    }
+}
+
+impl State {
+    /// Writes each of `files` (with its row count and its rows' keys of
+    /// the page) that holds a row whose `_etl_key` is in `out` again
+    /// without those rows, a batch at a time, conformed to `schema`: the
+    /// `remove`s of the old files and the `add`s of their rewrites. On a
+    /// failure the rewrites written so far are deleted.
+    async fn without(
+        &self,
+        files: Vec<(DataFile, usize, Vec<String>)>,
+        out: &HashSet<String>,
+        (schema, columns): (&StructType, &Columns),
+        shown: &str,
+    ) -> Result<(Vec<Remove>, Vec<Add>), EtlError> {
+        let store = self.table.object_store();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let shared = Arc::new(out.clone());
+        let (mut removes, mut rewritten) = (Vec::new(), Vec::new());
+        for (file, rows, keys) in files {
+            let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
+            if leaving == 0 {
+                continue;
+            }
+            removes.push(remove_of(&file, now));
+            if leaving == rows {
+                continue;
+            }
+            let (out, schema) = (Arc::clone(&shared), schema.clone());
+            let adds = match rows_of(&store, &file, None, shown).await {
+                Ok(batches) => {
+                    let batches = batches.map(move |rows| {
+                        let rows = rows?;
+                        let keep = kept(&rows, &out)?;
+                        Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
+                    });
+                    self.write_all(batches, columns, rows - leaving, shown)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match adds {
+                Ok(adds) => rewritten.extend(adds),
+                Err(e) => {
+                    discard(&store, Some(Staged::written(rewritten))).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok((removes, rewritten))
+    }
+
+    /// Brings the key index to a committed rewrite: the files `removes`
+    /// removed forgotten, the new rows' files `new` (of the keys `ids`)
+    /// and the `rewritten` ones (their filters read from their footers,
+    /// on the key column `key`) noted.
+    async fn note_rewrite(
+        &mut self,
+        removes: &[Remove],
+        (new, ids): (&[Add], &[&str]),
+        rewritten: Vec<Add>,
+        (key, shown): (&str, &str),
+    ) -> Result<(), EtlError> {
+        let gone: Vec<Path> = removes
+            .iter()
+            .map(|r| Path::from(r.path.as_str()))
+            .collect();
+        self.index.remove(&gone);
+        for add in new {
+            self.index.add_written(data_file(add), ids);
+        }
+        let store = self.table.object_store();
+        let rewritten = rewritten.iter().map(data_file).collect();
+        self.index.add(&store, rewritten, key, shown).await
     }
 }
 
