@@ -41,7 +41,7 @@ use crate::location::Location;
 use crate::log;
 
 mod merge;
-pub(crate) use merge::{time_of, Rewrite};
+pub(crate) use merge::{time_of, Holders, Rewrite};
 
 /// The app id of the `txn` action every append commits: one for all
 /// writers of a table, so that any two appends racing conflict.

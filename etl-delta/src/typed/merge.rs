@@ -19,11 +19,11 @@
 
 use deltalake::parquet::bloom_filter::Sbbf;
 use etl_core::content::typed::update_micros;
-use etl_core::content::write::merge::{key_of, weigh, Version as Weighed};
+use etl_core::content::write::merge::{key_of, weigh, Change, Gone, Held, Version as Weighed};
 
 use super::*;
 use crate::deleted::Deletion;
-use crate::table::{time_of, Rewrite, MAX_RACES};
+use crate::table::{time_of, Holders, Rewrite, MAX_RACES};
 
 /// What a merge load did.
 #[derive(Debug, Default)]
@@ -149,40 +149,19 @@ impl Typed {
         &self,
         root: &KeyedTable,
         (rows, encoded): (&[T], &[KeyedJson]),
-        keyed: Keyed,
+        mut keyed: Keyed,
     ) -> Result<Merged, EtlError> {
         let shown = &self.at.shown;
-        let Some(deleted) = &self.deleted else {
-            return Err(EtlError::InvalidInput(format!(
+        let deleted = self.deleted.as_ref().ok_or_else(|| {
+            EtlError::InvalidInput(format!(
                 "Delta table {shown}: a merge into a family not opened for merge"
-            )));
-        };
-        let mut merged = Merged {
-            refused: keyed.refused,
-            ..Merged::default()
-        };
+            ))
+        })?;
         // Under the family's lock: this process's loads merge one at a time.
         let mut state = self.state.lock().await;
-        // This writer wrote no child row of these records unless a load
-        // of them failed, or lost its race, after their child rows were
-        // in, or it put one of these versions in before (and another
-        // since): only then are its own files looked in too.
         let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
-        let again = |k: &str| state.inserted.as_ref().is_some_and(|f| f.check(k));
-        let mut children = match records
-            .iter()
-            .any(|k| state.unfinished.contains(*k) || again(k))
-        {
-            true => Known::Nothing,
-            false => Known::NeverWritten,
-        };
-        // Until the commit goes in, as if it failed.
-        state
-            .unfinished
-            .extend(records.iter().map(|k| k.to_string()));
-        // What the last attempt wrote, where it lost the race for the
-        // resource's table: its child rows are in, its new rows' files
-        // written.
+        let mut children = started(&mut state, &records);
+        // A lost attempt's rows, its child rows in ([`Typed::ready_again`]).
         let mut last: Option<Ready> = None;
         for attempt in 0..MAX_RACES {
             if attempt > 0 {
@@ -191,132 +170,45 @@ impl Typed {
             }
             let holders = root.holders(&keyed.distinct).await?;
             let gone = deleted.gone(&keyed.distinct).await?;
-            let (order, versions): (Vec<usize>, Vec<Weighed<'_>>) = (0..encoded.len())
-                .filter_map(|i| {
-                    let (key, deleted) = keyed.found[i].as_ref()?;
-                    let version = Weighed {
-                        key,
-                        row: &encoded[i].key,
-                        updated: keyed.times[i],
-                        deleted: *deleted,
-                    };
-                    Some((i, version))
-                })
-                .unzip();
-            let (weighed, change) = weigh(&versions, &holders.held, &gone);
-            let fresh: Vec<usize> = order
-                .iter()
-                .zip(&weighed.insert)
-                .filter(|(_, &goes)| goes)
-                .map(|(&i, _)| i)
-                .collect();
+            let Weighing {
+                fresh,
+                deleted: taken,
+                change,
+                deletions,
+            } = keyed.weigh(encoded, &holders.held, &gone);
             // Remembered before the rows leave: a reader of the resource's
             // table, then of the deletions, never misses one.
-            let deletions: Vec<Deletion<'_>> = change
-                .remember
-                .iter()
-                .filter_map(|&(key, updated)| {
-                    let v = versions
-                        .iter()
-                        .rev()
-                        .find(|v| v.key == key && v.deleted && v.updated == updated)?;
-                    Some(Deletion {
-                        row: v.row,
-                        key,
-                        updated,
-                    })
-                })
-                .collect();
             deleted.remember(&deletions).await?;
-            // The same versions go in as the last attempt weighed: its
-            // rows are ready as they are.
-            let ready = match last.take() {
-                Some(ready) if ready.fresh == fresh => ready,
-                earlier => {
-                    if let Some(earlier) = earlier {
-                        root.discard(Some(Staged::written(earlier.new))).await;
-                    }
-                    let made = self
-                        .ready(
-                            root,
-                            &mut state,
-                            (rows, encoded),
-                            (fresh, &keyed.ids),
-                            children,
-                        )
-                        .await?;
-                    match made {
-                        Some(ready) => ready,
-                        None => continue,
-                    }
-                }
-            };
-            let new_ids: Vec<&str> = ready
-                .fresh
-                .iter()
-                .filter(|&&i| ready.landing.contains(encoded[i].key.as_str()))
-                .filter_map(|&i| keyed.ids[i].as_deref())
-                .collect();
-            let leaving: HashSet<&str> = new_ids
-                .iter()
-                .copied()
-                .chain(deletions.iter().map(|d| d.key))
-                .collect();
-            let replaced: HashSet<&str> = change.out.iter().copied().collect();
-            let out: HashSet<String> = holders
-                .held
-                .iter()
-                .filter(|(id, (row, _))| {
-                    leaving.contains(id.as_str()) && replaced.contains(row.as_str())
-                })
-                .map(|(_, (row, _))| row.clone())
-                .collect();
-            let Ready {
-                fresh,
-                new,
-                landing,
-                frozen,
-                grows,
-                fields,
-            } = ready;
-            let base = grows.as_ref().map(|g| g.base.as_str());
-            let rewrite = root
-                .rewrite(holders, &out, (new, &new_ids), &fields, basis(0, base))
+            let made = self
+                .ready_again(
+                    root,
+                    &mut state,
+                    last.take(),
+                    (rows, encoded),
+                    (fresh, &keyed.ids),
+                    children,
+                )
                 .await?;
-            let new = new_ids.len();
+            let Some(mut ready) = made else {
+                continue;
+            };
+            let new_ids = ready.new_ids(encoded, &keyed.ids);
+            let out = taken_out(&holders.held, &change, &new_ids, &deletions);
+            let rewrite = ready.commit(root, holders, &out, &new_ids).await?;
             match rewrite {
                 Rewrite::Done => {
-                    for k in &records {
-                        state.unfinished.remove(*k);
-                    }
-                    let inserted = state.inserted.get_or_insert_with(inserted_filter);
-                    for &i in &fresh {
-                        inserted.insert(encoded[i].key.as_str());
-                    }
-                    if let Some(grows) = grows {
-                        state.stored = grows.text;
-                        state.committed = state.schema.generation();
-                    }
-                    if new > 0 {
-                        state.exists = true;
-                        state.schema.set_exists(true);
-                    }
-                    merged.new = new;
-                    merged.deleted = weighed.deleted;
-                    merged.refused.extend(frozen);
-                    return Ok(merged);
+                    let merged = Merged {
+                        new: new_ids.len(),
+                        deleted: taken,
+                        refused: std::mem::take(&mut keyed.refused),
+                    };
+                    return Ok(self.committed(&mut state, (&records, encoded), ready, merged));
                 }
                 // Kept for the next attempt only where it grows nothing:
                 // growth is weighed against the schema anew.
-                Rewrite::Lost(new) if grows.is_none() => {
-                    last = Some(Ready {
-                        fresh,
-                        new,
-                        landing,
-                        frozen,
-                        grows,
-                        fields,
-                    });
+                Rewrite::Lost(new) if ready.grows.is_none() => {
+                    ready.new = new;
+                    last = Some(ready);
                 }
                 Rewrite::Lost(new) => root.discard(Some(Staged::written(new))).await,
                 Rewrite::Moved => state.stored.clear(),
@@ -373,6 +265,198 @@ impl Typed {
             times,
         }))
     }
+}
+
+/// Notes a merge load's `records` as unfinished until its commit, and
+/// says what is known of their child rows: this writer wrote none unless a
+/// load of them failed, or lost its race, after their child rows were in,
+/// or it put one of these versions in before (and another since); only
+/// then are its own files looked in too.
+fn started(state: &mut State, records: &[&str]) -> Known {
+    let again = |k: &str| state.inserted.as_ref().is_some_and(|f| f.check(k));
+    let known = match records
+        .iter()
+        .any(|k| state.unfinished.contains(*k) || again(k))
+    {
+        true => Known::Nothing,
+        false => Known::NeverWritten,
+    };
+    state
+        .unfinished
+        .extend(records.iter().map(|k| k.to_string()));
+    known
+}
+
+impl Typed {
+    /// The rows of the records `fresh` ready to commit: `last`'s, where
+    /// the last attempt (which lost its race) weighed the same versions in
+    /// (its child rows are in, its new rows' file written); else made
+    /// now ([`Typed::ready`]), `last`'s files deleted.
+    async fn ready_again<T: Record>(
+        &self,
+        root: &KeyedTable,
+        state: &mut State,
+        last: Option<Ready>,
+        (rows, encoded): (&[T], &[KeyedJson]),
+        (fresh, ids): (Vec<usize>, &[Option<String>]),
+        children: Known,
+    ) -> Result<Option<Ready>, EtlError> {
+        match last {
+            Some(ready) if ready.fresh == fresh => Ok(Some(ready)),
+            earlier => {
+                if let Some(earlier) = earlier {
+                    root.discard(Some(Staged::written(earlier.new))).await;
+                }
+                self.ready(root, state, (rows, encoded), (fresh, ids), children)
+                    .await
+            }
+        }
+    }
+}
+
+/// A page weighed against what the table holds.
+struct Weighing<'a> {
+    /// The records whose versions go in.
+    fresh: Vec<usize>,
+    /// Held rows a deletion takes out.
+    deleted: usize,
+    change: Change<'a>,
+    /// The deletions to remember.
+    deletions: Vec<Deletion<'a>>,
+}
+
+impl Keyed {
+    /// Weighs the versions of `encoded` that have their key against the
+    /// rows `held` for their keys and the deletions remembered (`gone`).
+    fn weigh<'a>(&'a self, encoded: &'a [KeyedJson], held: &'a Held, gone: &Gone) -> Weighing<'a> {
+        let (order, versions): (Vec<usize>, Vec<Weighed<'a>>) = (0..encoded.len())
+            .filter_map(|i| {
+                let (key, deleted) = self.found[i].as_ref()?;
+                let version = Weighed {
+                    key,
+                    row: &encoded[i].key,
+                    updated: self.times[i],
+                    deleted: *deleted,
+                };
+                Some((i, version))
+            })
+            .unzip();
+        let (weighed, change) = weigh(&versions, held, gone);
+        let fresh = order
+            .iter()
+            .zip(&weighed.insert)
+            .filter(|(_, &goes)| goes)
+            .map(|(&i, _)| i)
+            .collect();
+        let deletions = deletions(&change, &versions);
+        Weighing {
+            fresh,
+            deleted: weighed.deleted,
+            change,
+            deletions,
+        }
+    }
+}
+
+impl Ready {
+    /// Commits these rows into the resource's table `root`, taking `out`
+    /// (the content keys of held rows leaving) out of the files `holders`
+    /// read ([`KeyedTable::rewrite`]); the new rows' files are handed back
+    /// where the race is lost.
+    async fn commit(
+        &mut self,
+        root: &KeyedTable,
+        holders: Holders,
+        out: &HashSet<String>,
+        new_ids: &[&str],
+    ) -> Result<Rewrite, EtlError> {
+        let base = self.grows.as_ref().map(|g| g.base.as_str());
+        let new = std::mem::take(&mut self.new);
+        let basis = basis(0, base);
+        root.rewrite(holders, out, (new, new_ids), &self.fields, basis)
+            .await
+    }
+
+    /// The primary keys (of `ids`, a page's) of the rows that go in.
+    fn new_ids<'a>(&self, encoded: &[KeyedJson], ids: &'a [Option<String>]) -> Vec<&'a str> {
+        self.fresh
+            .iter()
+            .filter(|&&i| self.landing.contains(encoded[i].key.as_str()))
+            .filter_map(|&i| ids[i].as_deref())
+            .collect()
+    }
+}
+
+impl Typed {
+    /// Notes a merge's committed load in the family's state (its records
+    /// finished and put in, its schema growth stored) and returns what it
+    /// did, `merged` with the rejects of a frozen schema added.
+    fn committed(
+        &self,
+        state: &mut State,
+        (records, encoded): (&[&str], &[KeyedJson]),
+        ready: Ready,
+        mut merged: Merged,
+    ) -> Merged {
+        for k in records {
+            state.unfinished.remove(*k);
+        }
+        let inserted = state.inserted.get_or_insert_with(inserted_filter);
+        for &i in &ready.fresh {
+            inserted.insert(encoded[i].key.as_str());
+        }
+        if let Some(grows) = ready.grows {
+            state.stored = grows.text;
+            state.committed = state.schema.generation();
+        }
+        if merged.new > 0 {
+            state.exists = true;
+            state.schema.set_exists(true);
+        }
+        merged.refused.extend(ready.frozen);
+        merged
+    }
+}
+
+/// The deletions a page's `change` remembers, each with the content key of
+/// the version (of `versions`) that made it.
+fn deletions<'a>(change: &Change<'a>, versions: &[Weighed<'a>]) -> Vec<Deletion<'a>> {
+    change
+        .remember
+        .iter()
+        .filter_map(|&(key, updated)| {
+            let v = versions
+                .iter()
+                .rev()
+                .find(|v| v.key == key && v.deleted && v.updated == updated)?;
+            Some(Deletion {
+                row: v.row,
+                key,
+                updated,
+            })
+        })
+        .collect()
+}
+
+/// The content keys of the `held` rows that leave: those the `change`
+/// replaces whose key gets a new row (`new_ids`; a version a frozen
+/// schema refused leaves its row) or is deleted.
+fn taken_out(
+    held: &Held,
+    change: &Change<'_>,
+    new_ids: &[&str],
+    deletions: &[Deletion<'_>],
+) -> HashSet<String> {
+    let leaving: HashSet<&str> = new_ids
+        .iter()
+        .copied()
+        .chain(deletions.iter().map(|d| d.key))
+        .collect();
+    let replaced: HashSet<&str> = change.out.iter().copied().collect();
+    held.iter()
+        .filter(|(id, (row, _))| leaving.contains(id.as_str()) && replaced.contains(row.as_str()))
+        .map(|(_, (row, _))| row.clone())
+        .collect()
 }
 
 /// The filter of the versions a writer put in: a hit only makes a load
