@@ -2083,18 +2083,7 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
 
     // Updates, a deletion, an older version read late, two versions of
     // one key in one page (the newer last, then first), a new key.
-    let mut deleted = issue(2, 30, "open", &["bug"]);
-    deleted["deleted"] = json!(true);
-    *api.items.lock().unwrap() = vec![
-        issue(1, 30, "closed", &["done", "fixed"]),
-        deleted,
-        issue(3, 5, "ancient", &["old"]),
-        issue(4, 20, "a", &["x"]),
-        issue(4, 40, "b", &["y"]),
-        issue(5, 40, "newer", &[]),
-        issue(5, 20, "older", &["z"]),
-        issue(7, 10, "open", &["new"]),
-    ];
+    *api.items.lock().unwrap() = api::merge_changes();
     let output = run(file.clone()).await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert!(text(&output).contains(", 1 deleted"), "{}", text(&output));

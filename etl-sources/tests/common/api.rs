@@ -104,6 +104,25 @@ pub fn issue(number: i64, t: u32, state: &str, labels: &[&str]) -> Value {
            "updated_at": format!("2026-11-01T00:00:{t:02}Z")})
 }
 
+/// The second page of the merge tests, after six `issue(n, 10, "open",
+/// ["bug"])`: updates, a deletion (of 2), an older version read late (3),
+/// two versions of one key in one page (4: the newer last; 5: first), and
+/// a new key (7).
+pub fn merge_changes() -> Vec<Value> {
+    let mut deleted = issue(2, 30, "open", &["bug"]);
+    deleted["deleted"] = json!(true);
+    vec![
+        issue(1, 30, "closed", &["done", "fixed"]),
+        deleted,
+        issue(3, 5, "ancient", &["old"]),
+        issue(4, 20, "a", &["x"]),
+        issue(4, 40, "b", &["y"]),
+        issue(5, 40, "newer", &[]),
+        issue(5, 20, "older", &["z"]),
+        issue(7, 10, "open", &["new"]),
+    ]
+}
+
 /// `n` items, ids 1..=n, updated at distinct times.
 pub fn items(n: usize) -> Vec<Value> {
     (1..=n)
