@@ -2,8 +2,9 @@
 //! ([`etl`]), here in the library so that tests can drive a run on tokio's
 //! paused clock. Both run one job: the same output, cursor, progress
 //! bar, summary, metrics file and exit codes for any [`crate::Source`]. The
-//! binaries parse the arguments, set up logging ([`init_logging`]) and the
-//! metrics recorder ([`install_recorder`]), and call a `run`.
+//! binaries cap the C allocator's arenas ([`cap_malloc_arenas`]), parse the
+//! arguments, set up logging ([`init_logging`]) and the metrics recorder
+//! ([`install_recorder`]), and call a `run`.
 
 use clap::ValueEnum;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -14,10 +15,12 @@ use std::time::{Duration, Instant};
 use crate::pipeline::{ResourceReport, RunOptions};
 use crate::progress;
 
+mod allocator;
 pub mod etl;
 mod launches;
 pub mod schema;
 
+pub use allocator::cap_malloc_arenas;
 pub use launches::{run, Args};
 
 /// How the log lines on stderr are written (`--log-format`).

@@ -7,8 +7,13 @@ use clap::Parser;
 use etl_sources::cli::{self, etl::Etl};
 use std::process::ExitCode;
 
+fn main() -> ExitCode {
+    cli::cap_malloc_arenas();
+    run()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let args = Etl::parse();
     cli::init_logging(args.log_format());
     let metrics = if args.wants_metrics() {

@@ -7,8 +7,13 @@ use clap::Parser;
 use etl_sources::cli::{self, Args};
 use std::process::ExitCode;
 
+fn main() -> ExitCode {
+    cli::cap_malloc_arenas();
+    run()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let args = Args::parse();
     cli::init_logging(args.run.log_format);
     let metrics = match &args.run.metrics_file {
