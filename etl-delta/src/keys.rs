@@ -38,11 +38,19 @@ use crate::filter::{KeyFilter, KeyHash};
 /// probes, and a filter costs about four bytes a key.
 const FPP: f64 = 1e-5;
 
-/// The most rows a row group holds: a reader (a merge rewriting a file
-/// it takes a row out of) and this writer hold one row group's columns at
-/// a time, so a file of a large load costs a row group of memory, not
-/// the file.
-const ROW_GROUP: usize = 16_384;
+/// The most rows a row group of a load's file holds: a reader (a merge
+/// rewriting a file it takes a row out of) and this writer hold one row
+/// group's columns at a time, so a file of a large load costs a row group
+/// of memory, not the file.
+pub(crate) const ROW_GROUP: usize = 16_384;
+
+/// The most rows a row group of a file a merge writes again (without the
+/// rows it takes out) holds. Smaller than a load's: the writer holds its
+/// row group encoded twice as it flushes it, and a merge does so beside
+/// the key filters of every table its page touches, to take out a few rows
+/// of a large file. A file written again has a filter per group, four
+/// times as many as a load's file of its rows: few files are rewritten.
+pub(crate) const REWRITE_GROUP: usize = 4_096;
 
 /// How many files' footers are read at once when many are new (object
 /// storage answers each in a round trip).
@@ -75,22 +83,27 @@ pub(crate) struct KeyIndex {
 }
 
 /// Parquet properties for a file of `rows` entries whose key column is
-/// `key`: a bloom filter on it, sized for those entries (a row group's
-/// worth at most: each row group has its own), and no
+/// `key`, in row groups of at most `group` rows ([`ROW_GROUP`] or
+/// [`REWRITE_GROUP`]): a bloom filter on the key, sized for those entries
+/// (a row group's worth at most: each row group has its own), and no
 /// dictionary, since a table holds each key once (a dictionary of
 /// distinct values only hashes each one and stores the column twice). The
 /// column `text`, each entry's JSON text, is written plain for the same
 /// reason, and without statistics: no reader skips files by the least and
 /// greatest of a JSON text.
-pub(crate) fn writer_properties(key: &str, text: Option<&str>, rows: usize) -> WriterProperties {
+pub(crate) fn writer_properties(
+    key: &str,
+    text: Option<&str>,
+    (rows, group): (usize, usize),
+) -> WriterProperties {
     let column = ColumnPath::from(key);
     let mut properties = WriterProperties::builder()
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(ROW_GROUP))
+        .set_max_row_group_row_count(Some(group))
         .set_column_dictionary_enabled(column.clone(), false)
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
-        .set_column_bloom_filter_max_ndv(column, rows.clamp(1, ROW_GROUP) as u64);
+        .set_column_bloom_filter_max_ndv(column, rows.clamp(1, group) as u64);
     if let Some(text) = text {
         let text = ColumnPath::from(text);
         properties = properties
@@ -543,7 +556,7 @@ mod tests {
         )
         .unwrap();
         let file = tempfile::tempfile().unwrap();
-        let properties = writer_properties("k", Some("row"), n);
+        let properties = writer_properties("k", Some("row"), (n, ROW_GROUP));
         let into = file.try_clone().unwrap();
         let mut writer = ArrowWriter::try_new(into, schema, Some(properties)).unwrap();
         writer.write(&batch).unwrap();

@@ -36,7 +36,7 @@ use tracing::Instrument;
 
 use crate::columns::{arrow_schema, Columns};
 use crate::errors::{from_arrow, from_delta, lost_race};
-use crate::keys::{writer_properties, DataFile, KeyIndex};
+use crate::keys::{writer_properties, DataFile, KeyIndex, ROW_GROUP};
 use crate::location::Location;
 use crate::log;
 
@@ -689,24 +689,30 @@ impl State {
         shown: &str,
     ) -> Result<Vec<Add>, EtlError> {
         let batches = futures_util::stream::once(async { Ok(batch) });
-        self.write_all(batches, columns, rows, shown).await
+        self.write_all(batches, columns, (rows, ROW_GROUP), shown)
+            .await
     }
 
-    /// Writes the `batches` (about `rows` rows in all) as data files, as
-    /// [`State::write`] does, each batch taken as the encoding task is
-    /// ready for it: a file a merge rewrites costs a batch of memory and
-    /// the encoded file, not its rows decoded whole.
+    /// Writes the `batches` (about `rows` rows in all, in row groups of at
+    /// most `group`) as data files, as [`State::write`] does, each batch
+    /// taken as the encoding task is ready for it: a file a merge rewrites
+    /// costs a batch of memory and a row group encoded, not its rows
+    /// decoded whole.
     async fn write_all(
         &self,
         batches: impl futures_util::Stream<Item = Result<RecordBatch, DeltaTableError>> + Send + 'static,
         columns: &Columns,
-        rows: usize,
+        (rows, group): (usize, usize),
         shown: &str,
     ) -> Result<Vec<Add>, EtlError> {
         let fail = |e| from_delta(e, "writing a data file", shown);
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
-            .with_writer_properties(writer_properties(columns.key(), columns.text(), rows));
+            .with_writer_properties(writer_properties(
+                columns.key(),
+                columns.text(),
+                (rows, group),
+            ));
         let written = tokio::spawn(
             async move {
                 let mut batches = std::pin::pin!(batches);

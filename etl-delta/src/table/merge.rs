@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::errors::from_parquet;
-use crate::keys::rows_of;
+use crate::keys::{rows_of, REWRITE_GROUP};
 use futures_util::StreamExt;
 
 /// The rows a merge table holds for a page's keys, read at one version.
@@ -199,7 +199,7 @@ impl State {
                         let keep = kept(&rows, &out)?;
                         Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
                     });
-                    self.write_all(batches, columns, rows - leaving, shown)
+                    self.write_all(batches, columns, (rows - leaving, REWRITE_GROUP), shown)
                         .await
                 }
                 Err(e) => Err(e),
