@@ -557,7 +557,7 @@ impl CanonicalSink for DeltaSink {
     ) -> Result<Written, EtlError> {
         if let Some(typed) = &self.typed {
             if let Some(keyed) = typed.keyed(rows, &encoded)? {
-                return self.merge(rows, &encoded, keyed).await;
+                return self.merge(typed, (rows, &encoded), keyed).await;
             }
             let (new, refused) = typed.store(&self.rows, rows, &encoded).await?;
             // Kept as rejects, and counted: the run exits 3 for them.
@@ -606,32 +606,28 @@ impl CanonicalSink for DeltaSink {
         encoded: Vec<KeyedJson>,
     ) -> Result<Prepared<'a>, EtlError> {
         let keyed = match &self.typed {
-            Some(typed) => typed.keyed(rows, &encoded)?,
+            Some(typed) => typed.keyed(rows, &encoded)?.map(|keyed| (typed, keyed)),
             None => None,
         };
         Ok(match keyed {
-            Some(keyed) => Prepared::new(async move { self.merge(rows, &encoded, keyed).await }),
+            Some((typed, keyed)) => {
+                Prepared::new(async move { self.merge(typed, (rows, &encoded), keyed).await })
+            }
             None => Prepared::new(self.store(rows, encoded)),
         })
     }
 }
 
 impl DeltaSink {
-    /// Merges `rows` into the typed family, their keys `keyed`; the
-    /// records without their key, or refused by a frozen schema, kept as
-    /// rejects.
+    /// Merges `rows` into this sink's typed family `typed`, their keys
+    /// `keyed`; the records without their key, or refused by a frozen
+    /// schema, kept as rejects.
     async fn merge<T: Record>(
         &self,
-        rows: &[T],
-        encoded: &[KeyedJson],
+        typed: &Typed,
+        (rows, encoded): (&[T], &[KeyedJson]),
         keyed: typed::Keyed,
     ) -> Result<Written, EtlError> {
-        let Some(typed) = &self.typed else {
-            return Err(EtlError::InvalidInput(format!(
-                "Delta table {}: a merge needs a typed table",
-                self.location()
-            )));
-        };
         let merged = typed.merge(&self.rows, (rows, encoded), keyed).await?;
         let kept = self.reject(&merged.refused).await?;
         Ok(Written::from(merged.new)
