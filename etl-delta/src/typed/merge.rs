@@ -42,9 +42,10 @@ pub(crate) struct Merged {
 pub(crate) struct Keyed {
     /// The records without their key, as rejects.
     refused: Vec<Reject>,
-    found: Vec<Option<(String, bool)>>,
-    /// `found`'s keys, as `_etl_id` holds them.
+    /// Each record's primary key, as `_etl_id` holds it.
     ids: Vec<Option<String>>,
+    /// Whether each record says it was deleted (`hard_delete`).
+    deletes: Vec<bool>,
     /// The distinct keys, to look up.
     distinct: Vec<String>,
     times: Vec<Option<SystemTime>>,
@@ -234,21 +235,20 @@ impl Typed {
             return Ok(None);
         };
         let mut refused = Vec::new();
-        let mut found = Vec::with_capacity(encoded.len());
+        let mut ids = Vec::with_capacity(encoded.len());
+        let mut deletes = Vec::with_capacity(encoded.len());
         for c in encoded {
-            match key_of(&c.json, keys) {
-                Ok(key) => found.push(Some(key)),
+            let (id, deleted) = match key_of(&c.json, keys) {
+                Ok((key, deleted)) => (Some(key), deleted),
                 Err(why) => {
                     let source = format!("Delta table {}", self.at.shown);
                     refused.push(Reject::new(c.json.as_str(), why, source)?);
-                    found.push(None);
+                    (None, false)
                 }
-            }
+            };
+            ids.push(id);
+            deletes.push(deleted);
         }
-        let ids: Vec<Option<String>> = found
-            .iter()
-            .map(|f| f.as_ref().map(|(key, _)| key.clone()))
-            .collect();
         let mut distinct: Vec<String> = ids.iter().flatten().cloned().collect();
         distinct.sort_unstable();
         distinct.dedup();
@@ -259,8 +259,8 @@ impl Typed {
             .collect();
         Ok(Some(Keyed {
             refused,
-            found,
             ids,
+            deletes,
             distinct,
             times,
         }))
@@ -331,12 +331,11 @@ impl Keyed {
     fn weigh<'a>(&'a self, encoded: &'a [KeyedJson], held: &'a Held, gone: &Gone) -> Weighing<'a> {
         let (order, versions): (Vec<usize>, Vec<Weighed<'a>>) = (0..encoded.len())
             .filter_map(|i| {
-                let (key, deleted) = self.found[i].as_ref()?;
                 let version = Weighed {
-                    key,
+                    key: self.ids[i].as_ref()?,
                     row: &encoded[i].key,
                     updated: self.times[i],
-                    deleted: *deleted,
+                    deleted: self.deletes[i],
                 };
                 Some((i, version))
             })
@@ -419,18 +418,22 @@ impl Typed {
 }
 
 /// The deletions a page's `change` remembers, each with the content key of
-/// the version (of `versions`) that made it.
+/// the version (of `versions`) that made it: of equal deleting versions,
+/// the last read.
 fn deletions<'a>(change: &Change<'a>, versions: &[Weighed<'a>]) -> Vec<Deletion<'a>> {
+    // Looked up, not searched for each deletion: a page of deletions
+    // would cost its versions squared.
+    let made_by: HashMap<(&str, Option<SystemTime>), &str> = versions
+        .iter()
+        .filter(|v| v.deleted)
+        .map(|v| ((v.key, v.updated), v.row))
+        .collect();
     change
         .remember
         .iter()
         .filter_map(|&(key, updated)| {
-            let v = versions
-                .iter()
-                .rev()
-                .find(|v| v.key == key && v.deleted && v.updated == updated)?;
             Some(Deletion {
-                row: v.row,
+                row: made_by.get(&(key, updated))?,
                 key,
                 updated,
             })
