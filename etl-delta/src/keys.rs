@@ -307,11 +307,13 @@ async fn read_filters(
         let filter = match stored {
             Some(filter) => filter,
             None => {
-                let keys = read_keys(store, file, Some(group), key, location).await?;
-                let mut filter = filter_for(keys.len());
-                for k in &keys {
-                    filter.insert(k.as_str());
-                }
+                // Sized by the group's rows, so its keys go straight in.
+                let rows = builder.metadata().row_group(group).num_rows();
+                let mut filter = filter_for(usize::try_from(rows).unwrap_or(0));
+                scan_keys(store, file, Some(group), key, location, |k| {
+                    filter.insert(k);
+                })
+                .await?;
                 filter
             }
         };
@@ -458,22 +460,6 @@ fn unreadable(location: &str, file: &DataFile, what: &str, e: &dyn std::fmt::Dis
     ))
 }
 
-/// The keys stored in one row group of a file (`None`: every row group).
-async fn read_keys(
-    store: &Arc<dyn ObjectStore>,
-    file: &DataFile,
-    group: Option<usize>,
-    key: &str,
-    location: &str,
-) -> Result<HashSet<String>, EtlError> {
-    let mut keys = HashSet::new();
-    scan_keys(store, file, group, key, location, |k| {
-        keys.insert(k.to_owned());
-    })
-    .await?;
-    Ok(keys)
-}
-
 /// For each of `asked` (a probe's few hits), whether one row group of a
 /// file (`None`: every row group) stores it: its key column scanned and
 /// compared, nothing kept.
@@ -593,6 +579,32 @@ mod tests {
 
     fn memory() -> Arc<dyn ObjectStore> {
         Arc::new(deltalake::logstore::object_store::memory::InMemory::new())
+    }
+
+    #[tokio::test]
+    async fn a_file_written_without_filters_gets_one_built_from_each_row_groups_keys() {
+        // Another tool's file: no bloom filter, two row groups.
+        let n = 3_000;
+        let keys: Vec<String> = (0..n).map(|i| format!("key-{i}")).collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(keys.clone()))]).unwrap();
+        let plain = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(2_000))
+            .build();
+        let store = memory();
+        let file = stored(&store, "other.parquet", &batch, Some(plain)).await;
+        let mut index = KeyIndex::default();
+        index.add(&store, vec![file], "k", "t").await.unwrap();
+        assert_eq!(index.files.values().next().unwrap().groups.len(), 2);
+
+        let asked: Vec<String> = ["key-0", "key-2999", "key-3000", "nope"]
+            .map(String::from)
+            .to_vec();
+        let held = index.held(&store, &asked, "k", "t", false).await.unwrap();
+        assert_eq!(held, [true, true, false, false]);
+        let every = index.held(&store, &keys, "k", "t", false).await.unwrap();
+        assert!(every.iter().all(|&h| h), "every stored key is held");
     }
 
     #[tokio::test]
