@@ -52,9 +52,9 @@ pub(crate) const ROW_GROUP: usize = 16_384;
 /// times as many as a load's file of its rows: few files are rewritten.
 pub(crate) const REWRITE_GROUP: usize = 4_096;
 
-/// How many files' footers are read at once when many are new (object
-/// storage answers each in a round trip).
-const READ_AHEAD: usize = 16;
+/// How many files' footers (or key columns) are read at once when many
+/// are wanted (object storage answers each in a round trip).
+pub(crate) const READ_AHEAD: usize = 16;
 
 /// A data file of the table, as the log lists it.
 #[derive(Clone, Debug)]

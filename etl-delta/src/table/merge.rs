@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::errors::from_parquet;
-use crate::keys::{rows_of, REWRITE_GROUP};
-use futures_util::StreamExt;
+use crate::keys::{rows_of, READ_AHEAD, REWRITE_GROUP};
+use futures_util::{StreamExt, TryStreamExt};
 
 /// The rows a merge table holds for a page's keys, read at one version.
 pub(crate) struct Holders {
@@ -51,9 +51,10 @@ pub(crate) enum Rewrite {
 }
 
 impl KeyedTable {
-    /// The rows of the live files that hold any of `ids` (the table's key
-    /// column, a merge table's `_etl_id`), read whole, as this writer
-    /// knows the table.
+    /// What the live files hold of the rows of `ids` (the table's key
+    /// column, a merge table's `_etl_id`): their `_etl_key` and
+    /// `_etl_updated_at`, and which files hold them, as this writer knows
+    /// the table.
     pub async fn holders(&self, ids: &[String]) -> Result<Holders, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
@@ -242,7 +243,9 @@ impl State {
 
 /// The files of `state`'s table that hold any of `ids` (each with its
 /// count of rows and the `_etl_key`s of its rows of `ids`), and what the
-/// merge weighs of the rows of `ids`.
+/// merge weighs of the rows of `ids`. The files a filter may hold a key in
+/// are read [`READ_AHEAD`] at a time (each a round trip or more on object
+/// storage).
 async fn read_holders(
     state: &State,
     ids: &[String],
@@ -250,26 +253,43 @@ async fn read_holders(
 ) -> Result<(Vec<(DataFile, usize, Vec<String>)>, Held), EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let read: Vec<_> = futures_util::stream::iter(state.index.may_hold(ids))
+        .map(|file| held_in(&store, file, &wanted, shown))
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await?;
     let mut files = Vec::new();
     let mut held = Held::new();
-    let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
-    for file in state.index.may_hold(ids) {
-        // Only what a merge weighs: the rows are read again, whole, only
-        // where the page takes one out.
-        let mut batches = rows_of(&store, &file, Some(&weighed), shown).await?;
-        let (mut rows, mut keys) = (0, Vec::new());
-        while let Some(batch) = batches.next().await {
-            let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
-            rows += batch.num_rows();
-            let found = note_held(&batch, &wanted, &mut held).map_err(|e| from_arrow(e, shown))?;
-            keys.extend(found);
-        }
+    for (file, rows, keys, of_file) in read {
         // Else a filter's false positive.
         if !keys.is_empty() {
+            held.extend(of_file);
             files.push((file, rows, keys));
         }
     }
     Ok((files, held))
+}
+
+/// One file's rows of the keys `wanted`: the file, its count of rows, the
+/// `_etl_key`s of its rows of `wanted`, and what the merge weighs of them.
+async fn held_in(
+    store: &Arc<dyn ObjectStore>,
+    file: DataFile,
+    wanted: &HashSet<&str>,
+    shown: &str,
+) -> Result<(DataFile, usize, Vec<String>, Held), EtlError> {
+    // Only what a merge weighs: the rows are read again, whole, only
+    // where the page takes one out.
+    let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
+    let mut batches = rows_of(store, &file, Some(&weighed), shown).await?;
+    let (mut rows, mut keys, mut held) = (0, Vec::new(), Held::new());
+    while let Some(batch) = batches.next().await {
+        let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+        rows += batch.num_rows();
+        let found = note_held(&batch, wanted, &mut held).map_err(|e| from_arrow(e, shown))?;
+        keys.extend(found);
+    }
+    Ok((file, rows, keys, held))
 }
 
 /// Notes each row of `rows` (a merge table's file) whose `_etl_id` is
