@@ -48,6 +48,7 @@ pub(crate) struct Keyed {
     deletes: Vec<bool>,
     /// The distinct keys, to look up.
     distinct: Vec<String>,
+    /// Each record's update time (`updated_at`), as the merge weighs it.
     times: Vec<Option<SystemTime>>,
 }
 
