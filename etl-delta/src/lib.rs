@@ -238,14 +238,18 @@ impl DeltaSink {
     /// own inside each table of the family (`etl-replacing-…`), whose data
     /// files the switch commits as they are, removing the old ones. A
     /// sink dropped without its `finish` (a failed or killed run) leaves
-    /// the family as it was; its staged files are no table's, and a
-    /// VACUUM removes them.
+    /// the family as it was, and its staged files are no table's: the
+    /// first replace of the family opened once nothing was written in that
+    /// sink's directory for an hour removes them (a run's life is read
+    /// from its files' times; Delta has no lock that dies with a process).
     ///
     /// The switch is one commit a table, the child tables first, then the
     /// resource's: Delta commits one table at a time, so a process killed
     /// during the switch leaves some child tables new until the next
     /// replace. It is refused, switching nothing, when another writer
-    /// changed the family's schema since this sink opened.
+    /// changed the family's schema since this sink opened, and before any
+    /// commit where another sink took this one's directory for a dead
+    /// run's (nothing written in it for an hour) and removed it.
     ///
     /// Fails with [`EtlError::InvalidInput`] when the table exists in the
     /// JSON shape or is written otherwise than by replace (the schema

@@ -1,9 +1,11 @@
 //! [`Location`]: where a table lives, a local directory or an object
 //! storage URL, checked before anything is requested.
 
+use deltalake::ObjectStore;
 use etl_core::EtlError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use url::Url;
 
 /// The environment variables an `s3://` table needs, as delta-rs reads them:
@@ -153,6 +155,38 @@ impl Location {
     pub fn inside(&self, dir: &str) -> Result<Self, EtlError> {
         let trimmed = self.shown.trim_end_matches('/');
         Self::parse(&format!("{trimmed}/{dir}"))
+    }
+
+    /// The directory this table is in and the table's own name in it
+    /// (`lake/items` -> `lake`, `items`); `None` for a table at a bucket's
+    /// root, which has no directory of its own to look around in.
+    pub fn parent(&self) -> Option<(Self, String)> {
+        let trimmed = self.shown.trim_end_matches('/');
+        if self.url.scheme() == "file" {
+            let path = self.url.to_file_path().ok()?;
+            let name = path.file_name()?.to_str()?.to_owned();
+            let url = Url::from_directory_path(path.parent()?).ok()?;
+            let shown = match trimmed.rsplit_once('/') {
+                Some((dir, _)) => dir.to_owned(),
+                None => ".".to_owned(),
+            };
+            return Some((Location { url, shown }, name));
+        }
+        let (dir, name) = trimmed.rsplit_once('/')?;
+        if dir.ends_with(':') || dir.ends_with(":/") {
+            return None;
+        }
+        Some((Self::parse(dir).ok()?, name.to_owned()))
+    }
+
+    /// The object store below this place, as delta-rs reaches it (the
+    /// environment's credentials and endpoint for `s3://`); no request is
+    /// made.
+    pub fn store(&self) -> Result<Arc<dyn ObjectStore>, EtlError> {
+        let built = deltalake::DeltaTableBuilder::from_url(self.url.clone())
+            .and_then(deltalake::DeltaTableBuilder::build)
+            .map_err(|e| crate::errors::from_delta(e, "opening", &self.shown))?;
+        Ok(built.object_store())
     }
 }
 

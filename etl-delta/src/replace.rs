@@ -6,33 +6,26 @@
 //!
 //! Until its table's switch commits, a reader reads the old content whole;
 //! a run that fails or is killed before the switch leaves the family as it
-//! was, and its staged files are never part of a table (a VACUUM removes
-//! them, as it removes any uncommitted file). Delta has no commit across
-//! tables: the switch commits the child tables first, the deepest first,
-//! then the resource's, as a load does, so a run killed in the middle of
-//! its switch leaves some child tables new and the rest old until the next
-//! replace.
-//!
-//! The staging directory's name has no leading `_`: Delta readers list no
-//! directory (they read the log), and a VACUUM, which never looks inside a
-//! hidden one, removes the files of a replace once a later one removed
-//! them from the table.
+//! was, and its staged files are never part of a table: the first replace
+//! of the family once the dead run's stage has been still for an hour
+//! removes them ([`stage`]). Delta has no commit across tables: the switch
+//! commits the child tables first, the deepest first, then the resource's,
+//! as a load does, so a run killed in the middle of its switch leaves some
+//! child tables new and the rest old until the next replace.
+
+mod stage;
 
 use deltalake::kernel::{Add, StructField};
-use deltalake::logstore::object_store::ObjectStoreExt;
-use deltalake::{ObjectStore, Path};
 use etl_core::content::typed::{loader, SchemaOptions};
 use etl_core::EtlError;
-use futures_util::TryStreamExt;
-use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::columns::Columns;
 use crate::location::Location;
 use crate::table::{existing_schema, Basis, KeyedTable};
 use crate::typed::{child_suffix, stored_schema, table_fields, Typed};
 
-/// The prefix of a staging directory's name.
-const STAGE_PREFIX: &str = "etl-replacing-";
+use stage::Stage;
 
 /// A replace under way: the family's own resource table, and where and on
 /// what schema text the run stages.
@@ -41,7 +34,7 @@ pub(crate) struct Replacing {
     /// table until the switch).
     root: KeyedTable,
     /// The staging directory inside each table of the family.
-    stage: String,
+    stage: Stage,
     /// The schema text the family held when the replace began: the switch
     /// is refused if another writer changed it meanwhile.
     base: String,
@@ -51,7 +44,7 @@ impl std::fmt::Debug for Replacing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Replacing")
             .field("table", &self.root.shown())
-            .field("stage", &self.stage)
+            .field("stage", &self.stage.name())
             .finish_non_exhaustive()
     }
 }
@@ -86,13 +79,26 @@ impl Replacing {
         let held = root.schema().await;
         let base = stored_schema(&held).unwrap_or_default().to_owned();
         let fields: Vec<StructField> = held.fields().cloned().collect();
-        let stage = format!("{STAGE_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        // What dead runs staged goes first (a failure to look is no
+        // reason to refuse this run: their files are no table's part).
+        match stage::sweep(&at, SystemTime::now()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                table = at.shown,
+                stages = n,
+                "removed what dead replaces staged"
+            ),
+            Err(e) => {
+                tracing::warn!(table = at.shown, error = %e, "could not look for what dead replaces staged")
+            }
+        }
+        let stage = Stage::new(&at)?;
         let columns = Columns::growing(fields, loader::RECORD_COLUMNS.len()).with_text(loader::ROW);
-        let staging = KeyedTable::open(at.inside(&stage)?, columns).await?;
+        let staging = KeyedTable::open(at.inside(stage.name())?, columns).await?;
         staging.keep_adds().await;
-        let typed = Typed::open(&staging, at.inside(&stage)?, options)
+        let typed = Typed::open(&staging, at.inside(stage.name())?, options)
             .await?
-            .staged(at, stage.clone(), exists);
+            .staged(at, stage.name().to_owned(), exists);
         let replacing = Replacing { root, stage, base };
         Ok((replacing, staging, typed))
     }
@@ -105,8 +111,10 @@ impl Replacing {
     /// Switches the staged rows in: each child table of the family's
     /// schema, the deepest first, then the resource's table, one commit a
     /// table holding the staged files and the removal of every old one. A
-    /// table the run staged nothing in is emptied. Then the staging
-    /// tables' logs are deleted (their data files are the tables' now).
+    /// table the run staged nothing in is emptied. Before each commit the
+    /// run says it lives and checks that no other run took its stage for a
+    /// dead one's, and the staging table's log is deleted (its data files
+    /// are the table's from the commit on).
     pub async fn switch(&self, staging: &KeyedTable, typed: &Typed) -> Result<(), EtlError> {
         let shown = self.root.shown();
         // Refused before any table is switched, where it can be.
@@ -118,7 +126,6 @@ impl Replacing {
         }
         let schema = typed.schema().await;
         let family = Location::parse(shown)?;
-        let mut staged_at = vec![staging.shown().to_owned()];
         for at in (1..schema.tables().len()).rev() {
             let name = schema.tables()[at].name();
             let place = family.beside(&child_suffix(&schema, at))?;
@@ -129,27 +136,28 @@ impl Replacing {
             let fields = table_fields(&schema, at, None);
             let columns = Columns::growing(fields.clone(), loader::CHILD_COLUMNS.len());
             let table = KeyedTable::open(place.clone(), columns).await?;
+            self.stage.keep_alive().await?;
             let (adds, fields) = match staged {
-                Some((adds, held)) => (adds, held.fields().cloned().collect()),
+                Some((adds, held)) => {
+                    stage::forget_log(&place.inside(self.stage.name())?).await;
+                    (adds, held.fields().cloned().collect())
+                }
                 None => (Vec::new(), fields),
             };
             table
                 .switch(&self.moved(adds), &fields, Basis::Columns)
                 .await?;
-            staged_at.push(place.inside(&self.stage)?.shown);
         }
         let fields: Vec<StructField> = staging.schema().await.fields().cloned().collect();
+        self.stage.keep_alive().await?;
+        stage::forget_log(&Location::parse(staging.shown())?).await;
         self.root
             .switch(
                 &self.moved(staging.kept().await),
                 &fields,
                 Basis::Text(&self.base),
             )
-            .await?;
-        for at in staged_at {
-            forget_log(&at).await;
-        }
-        Ok(())
+            .await
     }
 
     /// `adds`, staged in this run's directory, as files of the table the
@@ -157,40 +165,9 @@ impl Replacing {
     fn moved(&self, adds: Vec<Add>) -> Vec<Add> {
         adds.into_iter()
             .map(|add| Add {
-                path: format!("{}/{}", self.stage, add.path),
+                path: format!("{}/{}", self.stage.name(), add.path),
                 ..add
             })
             .collect()
-    }
-}
-
-/// Deletes the log of the staging table at `shown` (best effort: a log
-/// left behind holds no file of the table's, and is no table's part).
-async fn forget_log(shown: &str) {
-    let gone = async {
-        let at = Location::parse(shown)?;
-        let store: Arc<dyn ObjectStore> = deltalake::DeltaTableBuilder::from_url(at.url.clone())
-            .and_then(|b| b.build())
-            .map_err(|e| EtlError::Io(std::io::Error::other(e.to_string())))?
-            .object_store();
-        let log = Path::from("_delta_log");
-        let entries: Vec<_> = store
-            .list(Some(&log))
-            .try_collect()
-            .await
-            .map_err(|e| EtlError::Io(std::io::Error::other(e.to_string())))?;
-        for entry in entries {
-            store
-                .delete(&entry.location)
-                .await
-                .map_err(|e| EtlError::Io(std::io::Error::other(e.to_string())))?;
-        }
-        if let Ok(dir) = at.url.to_file_path() {
-            std::fs::remove_dir_all(dir.join("_delta_log")).map_err(EtlError::Io)?;
-        }
-        Ok::<_, EtlError>(())
-    };
-    if let Err(e) = gone.await {
-        tracing::debug!(table = shown, error = %e, "a replace's staging log was left behind");
     }
 }

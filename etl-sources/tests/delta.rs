@@ -593,12 +593,58 @@ fn staged_files(table: &Path) -> usize {
         .count()
 }
 
+/// The stages under `table` whose staging log is still there: a failed or
+/// killed replace's (a switch removes the log of each stage it commits).
+fn unswitched_stages(table: &Path) -> usize {
+    std::fs::read_dir(table).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("etl-replacing-")
+                    && e.path().join("_delta_log").is_dir()
+            })
+            .count()
+    })
+}
+
+/// Makes every file under `table`'s replace stages `by` older, as if their
+/// runs had written nothing since.
+fn age_stages(table: &Path, by: Duration) {
+    fn walk(dir: &Path, when: std::time::SystemTime) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                walk(&entry.path(), when);
+            } else {
+                let file = std::fs::File::options()
+                    .write(true)
+                    .open(entry.path())
+                    .unwrap();
+                file.set_modified(when).unwrap();
+            }
+        }
+    }
+    let when = std::time::SystemTime::now() - by;
+    for entry in std::fs::read_dir(table).unwrap().flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("etl-replacing-")
+        {
+            walk(&entry.path(), when);
+        }
+    }
+}
+
 /// `write = "replace"` into Delta: while the run stages, a reader reads
 /// the old content at the old version; at the end the table and its child
 /// table hold exactly the run's records; a run that fails, or is killed
-/// once it staged rows, leaves the old content; an empty run empties both
-/// tables; a full VACUUM then removes every staged file; the table says
-/// how it is written, and a run that would append to it is refused.
+/// once it staged rows, leaves the old content; a later replace removes
+/// what they staged once it has been still for an hour; an empty run
+/// empties both tables; a full VACUUM then removes every staged file; the
+/// table says how it is written, and a run that would append to it is
+/// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
 async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_leaves_the_old() {
@@ -704,17 +750,27 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
         (second.version, 9, 10)
     );
     assert!(staged_files(&table) > 0, "the killed run's files are left");
+    // The killed run found the failed run's stage fresh, and left it.
+    assert_eq!(unswitched_stages(&table), 2);
+    let labels = dir.path().join("items__labels");
+    assert!(unswitched_stages(&labels) > 0);
 
-    // A run that reads nothing empties both tables.
+    // A run that reads nothing empties both tables; the stages of the
+    // failed and the killed runs, still for more than an hour, go.
+    for at in [&table, &labels] {
+        age_stages(at, Duration::from_secs(2 * 3600));
+    }
     api.delay = Duration::ZERO;
     api.items.lock().unwrap().clear();
     let output = run_with(text.clone()).output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
     let empty = read_family(&table);
     assert_eq!((empty.rows, empty.labels), (0, 0), "{empty:?}");
+    assert_eq!(unswitched_stages(&table), 0);
+    assert_eq!(unswitched_stages(&labels), 0);
 
-    // A full VACUUM removes what the replaces staged: the failed and the
-    // killed runs' files, and those the later replaces removed.
+    // A full VACUUM removes the files the later replaces removed from the
+    // tables (the switched stages').
     for at in [&table, &dir.path().join("items__labels")] {
         python(VACUUM_FULL, at);
     }
