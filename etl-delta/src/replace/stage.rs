@@ -32,11 +32,12 @@
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::{ObjectMeta, ObjectStore, Path};
 use etl_core::EtlError;
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::errors::from_delta;
+use crate::keys::READ_AHEAD;
 use crate::location::Location;
 
 /// The prefix of a stage's directory name. It has no leading `_`: a
@@ -156,12 +157,30 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
         from_delta(e.into(), "looking for dead replaces' files", &family.shown)
     };
     let listed = root.list_with_delimiter(None).await.map_err(fail)?;
+    let names: Vec<String> = listed
+        .common_prefixes
+        .iter()
+        .filter_map(|dir| dir.filename())
+        .filter(|name| name.starts_with(PREFIX))
+        .map(str::to_owned)
+        .collect();
+    // A table replaced every day holds a stage a run until a VACUUM: they
+    // are looked at READ_AHEAD at a time (a round trip each on object
+    // storage), and the switched ones (most) in one listing each.
+    let store = &*root;
+    let lives: Vec<(String, Life)> = futures_util::stream::iter(names)
+        .map(|name| async move {
+            let life = Life::read(store, &name, &family.shown).await?;
+            Ok::<_, EtlError>((name, life))
+        })
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await?;
     let mut removed = 0;
-    for dir in &listed.common_prefixes {
-        let Some(name) = dir.filename().filter(|n| n.starts_with(PREFIX)) else {
-            continue;
-        };
-        if !Life::read(&*root, name, &family.shown).await?.dead(now) {
+    let mut family_children = None;
+    for (name, life) in lives {
+        let name = name.as_str();
+        if !life.dead(now) {
             continue;
         }
         // The mark, then a second look: a run that touched the stage in
@@ -175,7 +194,10 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
         if !Life::read(&*root, name, &family.shown).await?.dead(now) {
             continue;
         }
-        for child in children(family).await? {
+        if family_children.is_none() {
+            family_children = Some(children(family).await?);
+        }
+        for child in family_children.iter().flatten() {
             let store = child.store()?;
             let log = Path::from(format!("{name}/{LOG}"));
             if store
@@ -185,7 +207,7 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
                 .map_err(fail)?
                 .is_some()
             {
-                remove_stage(&*store, name, &child).await?;
+                remove_stage(&*store, name, child).await?;
             }
         }
         remove_stage(&*root, name, family).await?;
@@ -209,17 +231,35 @@ struct Life {
 
 impl Life {
     async fn read(store: &dyn ObjectStore, name: &str, shown: &str) -> Result<Self, EtlError> {
+        let fail = |e: deltalake::ObjectStoreError| {
+            from_delta(e.into(), "looking for dead replaces' files", shown)
+        };
+        let log = Path::from(format!("{name}/{LOG}"));
+        // A switched stage (no log) is told by one listing of its own
+        // directory, not of each of its files.
+        let top = store
+            .list_with_delimiter(Some(&Path::from(name)))
+            .await
+            .map_err(fail)?;
+        if !top.common_prefixes.contains(&log) {
+            return Ok(Life {
+                logged: false,
+                newest_ms: i64::MIN,
+            });
+        }
         let objects: Vec<ObjectMeta> = store
             .list(Some(&Path::from(name)))
             .try_collect()
             .await
-            .map_err(|e| from_delta(e.into(), "looking for dead replaces' files", shown))?;
-        let log = format!("{name}/{LOG}/");
+            .map_err(fail)?;
         let mark = format!("{name}/{ABANDONED}");
+        // An entry, not a directory: a local log emptied by a switch that
+        // was cut off before the directory went is no log.
+        let entries = format!("{log}/");
         Ok(Life {
             logged: objects
                 .iter()
-                .any(|o| o.location.as_ref().starts_with(&log)),
+                .any(|o| o.location.as_ref().starts_with(&entries)),
             newest_ms: objects
                 .iter()
                 .filter(|o| o.location.as_ref() != mark)
@@ -433,8 +473,11 @@ mod tests {
             .exists());
 
         // Its resource table's log gone: it reached its last commit, and
-        // its files are the table's.
-        std::fs::remove_dir_all(dir.path().join("items/etl-replacing-a/_delta_log")).unwrap();
+        // its files are the table's. (A switch cut off between the log's
+        // entries and its directory leaves the directory: no log either.)
+        let log = dir.path().join("items/etl-replacing-a/_delta_log");
+        std::fs::remove_dir_all(&log).unwrap();
+        std::fs::create_dir(&log).unwrap();
         let removed = sweep(&items, later(LEASE * 2)).await.unwrap();
         assert_eq!(removed, 0);
         assert!(dir
