@@ -237,11 +237,13 @@ impl DeltaSink {
     /// the loads go to staging tables, one in a directory of this sink's
     /// own inside each table of the family (`etl-replacing-…`), whose data
     /// files the switch commits as they are, removing the old ones. A
-    /// sink dropped without its `finish` (a failed or killed run) leaves
-    /// the family as it was, and its staged files are no table's: the
-    /// first replace of the family opened once nothing was written in that
-    /// sink's directory for an hour removes them (a run's life is read
-    /// from its files' times; Delta has no lock that dies with a process).
+    /// sink ended by [`DeltaSink::abandon`] (a failed run) or dropped
+    /// without its `finish` (a killed one) leaves the family as it was.
+    /// `abandon` removes what it staged; what a dropped sink staged is no
+    /// table's, and the first replace of the family opened once nothing
+    /// was written in that sink's directory for an hour removes it (a
+    /// run's life is read from its files' times; Delta has no lock that
+    /// dies with a process).
     ///
     /// The switch is one commit a table, the child tables first, then the
     /// resource's: Delta commits one table at a time, so a process killed
@@ -298,6 +300,18 @@ impl DeltaSink {
         match (&self.replacing, &self.typed) {
             (Some(replacing), Some(typed)) => replacing.switch(&self.rows, typed).await,
             _ => Ok(()),
+        }
+    }
+
+    /// Ends a sink's loads without finishing them: for a sink of
+    /// [`DeltaSink::open_replacing`], removes what it staged (the family
+    /// keeps what it held, and a later `finish` is refused); nothing for
+    /// any other. Best effort: what a failure leaves, a later replace
+    /// removes once it has been still for an hour.
+    pub async fn abandon(&self) {
+        self.settle().await;
+        if let Some(replacing) = &self.replacing {
+            replacing.abandon().await;
         }
     }
 

@@ -160,6 +160,26 @@ impl Replacing {
             .await
     }
 
+    /// Removes what this run staged, from every table of the family: the
+    /// run failed before its switch. Best effort: what a failure leaves, a
+    /// later replace removes once it has been still for an hour.
+    pub async fn abandon(&self) {
+        let removed = async {
+            self.stage
+                .remove(&Location::parse(self.root.shown())?)
+                .await
+        };
+        match removed.await {
+            Ok(()) => tracing::debug!(
+                table = self.root.shown(),
+                "removed what the failed replace staged"
+            ),
+            Err(e) => {
+                tracing::warn!(table = self.root.shown(), error = %e, "what the failed replace staged was left for a later one to remove")
+            }
+        }
+    }
+
     /// `adds`, staged in this run's directory, as files of the table the
     /// directory is in.
     fn moved(&self, adds: Vec<Add>) -> Vec<Add> {

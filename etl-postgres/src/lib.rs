@@ -284,8 +284,9 @@ impl PostgresSink {
     /// [`PostgresSink::finish`] makes them the family's rows, in one
     /// transaction, once the run has loaded every one. Until then readers
     /// of the tables see the old rows and are not held up; a run that
-    /// fails or is killed before leaves them as they were (the next
-    /// replace drops what it staged). The tables are emptied and filled
+    /// fails or is killed before leaves them as they were
+    /// ([`PostgresSink::abandon`] drops what a failed run staged, the next
+    /// replace what a killed one did). The tables are emptied and filled
     /// in place, so views, grants and indexes users put on them stay.
     ///
     /// `InvalidInput` when `table` exists in the JSON shape.
@@ -309,6 +310,17 @@ impl PostgresSink {
         match &self.replacing {
             Some(replacing) => replacing.switch().await,
             None => Ok(()),
+        }
+    }
+
+    /// Ends a run that failed before its last load: a replace
+    /// ([`PostgresSink::connect_replacing`]) drops the copy its rows went
+    /// to, the family as it was, and a later `finish` is refused. Nothing
+    /// for any other sink. Best effort: a copy left behind is dropped by
+    /// the next replace of the table once this sink's connection is gone.
+    pub async fn abandon(&self) {
+        if let Some(replacing) = &self.replacing {
+            replacing.abandon().await;
         }
     }
 

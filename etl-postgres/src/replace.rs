@@ -199,6 +199,30 @@ impl Replacing {
         guard.settle(done)
     }
 
+    /// Drops the staging schema: the run failed before its switch, and the
+    /// family keeps what it held (a later switch is refused: the copy is
+    /// gone). Best effort, within the session's deadline: a schema left
+    /// behind is dropped by the next replace once this session ends.
+    pub(crate) async fn abandon(&self) {
+        let mut guard = self.admin.lock().await;
+        let deadline = guard.deadline();
+        let done = tokio::time::timeout(deadline, async {
+            let client = guard.client().await?;
+            client
+                .batch_execute(&format!(
+                    "DROP SCHEMA IF EXISTS {} CASCADE; SELECT pg_advisory_unlock(hashtext('{}'))",
+                    quote(&self.staging),
+                    self.staging
+                ))
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))
+        })
+        .await;
+        if let Err(e) = guard.settle(done) {
+            tracing::warn!(schema = self.staging, error = %e, "a failed replace's staging copy was left for the next one to drop");
+        }
+    }
+
     /// The switch, inside its transaction: refused unless the family is as
     /// the replace found it and the copy holds what the run wrote; then
     /// the family grown, emptied and filled from the copy, the copy's

@@ -640,8 +640,9 @@ fn age_stages(table: &Path, by: Duration) {
 /// `write = "replace"` into Delta: while the run stages, a reader reads
 /// the old content at the old version; at the end the table and its child
 /// table hold exactly the run's records; a run that fails, or is killed
-/// once it staged rows, leaves the old content; a later replace removes
-/// what they staged once it has been still for an hour; an empty run
+/// once it staged rows, leaves the old content; the failed run removes
+/// what it staged, a later replace what the killed run staged once it has
+/// been still for an hour; an empty run
 /// empties both tables; a full VACUUM then removes every staged file; the
 /// table says how it is written, and a run that would append to it is
 /// refused.
@@ -711,6 +712,7 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
         ]
     );
     assert!(!staged_a_page(&table), "the staging log is gone");
+    let staged_files_after_second = staged_files(&table);
 
     // A run that fails after its first page: the tables are as they were.
     api.delay = Duration::ZERO;
@@ -730,6 +732,11 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
         (read.version, read.rows, read.labels),
         (second.version, 9, 10)
     );
+    // And it removed what it staged.
+    let labels = dir.path().join("items__labels");
+    assert_eq!(unswitched_stages(&table), 0);
+    assert_eq!(unswitched_stages(&labels), 0);
+    assert_eq!(staged_files(&table), staged_files_after_second);
 
     // A run killed (SIGKILL) once it staged rows: the same.
     api.delay = Duration::from_millis(500);
@@ -750,22 +757,26 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
         (second.version, 9, 10)
     );
     assert!(staged_files(&table) > 0, "the killed run's files are left");
-    // The killed run found the failed run's stage fresh, and left it.
-    assert_eq!(unswitched_stages(&table), 2);
-    let labels = dir.path().join("items__labels");
+    assert_eq!(unswitched_stages(&table), 1);
     assert!(unswitched_stages(&labels) > 0);
 
-    // A run that reads nothing empties both tables; the stages of the
-    // failed and the killed runs, still for more than an hour, go.
-    for at in [&table, &labels] {
-        age_stages(at, Duration::from_secs(2 * 3600));
-    }
+    // A run that reads nothing empties both tables. The killed run's
+    // stage, fresh, might be a live run's: it stays.
     api.delay = Duration::ZERO;
     api.items.lock().unwrap().clear();
     let output = run_with(text.clone()).output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
     let empty = read_family(&table);
     assert_eq!((empty.rows, empty.labels), (0, 0), "{empty:?}");
+    assert_eq!(unswitched_stages(&table), 1, "a fresh stage stays");
+
+    // Still for more than an hour, it is a dead run's: the next replace
+    // removes it from both tables.
+    for at in [&table, &labels] {
+        age_stages(at, Duration::from_secs(2 * 3600));
+    }
+    let output = run_with(text.clone()).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
     assert_eq!(unswitched_stages(&table), 0);
     assert_eq!(unswitched_stages(&labels), 0);
 

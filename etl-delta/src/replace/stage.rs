@@ -95,6 +95,13 @@ impl Stage {
         &self.name
     }
 
+    /// Removes this stage from each table of the family at `family`, the
+    /// resource table's last: its run failed before its switch.
+    pub async fn remove(&self, family: &Location) -> Result<(), EtlError> {
+        let children = children(family).await?;
+        remove_everywhere((&*self.root, family), &self.name, &children).await
+    }
+
     /// Says the run lives, then checks that no sweeper took the stage for
     /// a dead run's: called before each commit of the switch. Refused
     /// when one did (the stage's files may be gone).
@@ -197,20 +204,8 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
         if family_children.is_none() {
             family_children = Some(children(family).await?);
         }
-        for child in family_children.iter().flatten() {
-            let store = child.store()?;
-            let log = Path::from(format!("{name}/{LOG}"));
-            if store
-                .list(Some(&log))
-                .try_next()
-                .await
-                .map_err(fail)?
-                .is_some()
-            {
-                remove_stage(&*store, name, child).await?;
-            }
-        }
-        remove_stage(&*root, name, family).await?;
+        let children = family_children.as_deref().unwrap_or_default();
+        remove_everywhere((&*root, family), name, children).await?;
         removed += 1;
         tracing::info!(
             table = family.shown,
@@ -299,6 +294,36 @@ async fn children(family: &Location) -> Result<Vec<Location>, EtlError> {
         .filter_map(|n| n.strip_prefix(&own))
         .map(|rest| family.beside(&format!("__{rest}")))
         .collect()
+}
+
+/// Removes the stage `name` from the child tables `children` of the family
+/// at `family` (whose store is `root`), then from the resource table: each
+/// where its staging log has an entry (a stage without is a switched one,
+/// whose files are its table's).
+async fn remove_everywhere(
+    (root, family): (&dyn ObjectStore, &Location),
+    name: &str,
+    children: &[Location],
+) -> Result<(), EtlError> {
+    let log = Path::from(format!("{name}/{LOG}"));
+    for child in children {
+        let store = child.store()?;
+        if logged(&*store, &log, child).await? {
+            remove_stage(&*store, name, child).await?;
+        }
+    }
+    if logged(root, &log, family).await? {
+        remove_stage(root, name, family).await?;
+    }
+    Ok(())
+}
+
+/// Whether the log at `log` in `store` (of the table at `at`) has an entry.
+async fn logged(store: &dyn ObjectStore, log: &Path, at: &Location) -> Result<bool, EtlError> {
+    let first = store.list(Some(log)).try_next().await;
+    first
+        .map(|entry| entry.is_some())
+        .map_err(|e| from_delta(e.into(), "looking at a replace's staging log", &at.shown))
 }
 
 /// Removes the stage `name` of the table at `at`: its data files, then its

@@ -45,6 +45,11 @@ impl Store for DeltaSink {
         DeltaSink::finish(self).boxed()
     }
 
+    /// A failed replace's stage removed ([`DeltaSink::abandon`]).
+    fn abandon(&self) -> SettleFuture<'_> {
+        DeltaSink::abandon(self).boxed()
+    }
+
     /// The newest `updated_at` in the log's file statistics.
     fn newest(&self) -> CursorFuture<'_> {
         self.newest_updated_at().boxed()

@@ -55,6 +55,12 @@ pub(super) trait Store: RejectSink + fmt::Debug + Sized + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Ends a failed run ([`Table::abandon`]): a replace removes what it
+    /// staged.
+    fn abandon(&self) -> SettleFuture<'_> {
+        Box::pin(async {})
+    }
+
     /// The typed schema of `target`'s table at `place`, read and nothing
     /// made ([`Destination::schema`]).
     fn stored_schema(
@@ -146,5 +152,9 @@ impl<T: Record + Clone, S: Store + Sink<T>> Table<T> for Keyed<S> {
 
     fn finish(&self) -> FinishFuture<'_> {
         Store::finish(self.sink.inner())
+    }
+
+    fn abandon(&self) -> SettleFuture<'_> {
+        Store::abandon(self.sink.inner())
     }
 }

@@ -119,6 +119,15 @@ pub trait Table<T: Record>: Send + Sync + fmt::Debug {
     fn finish(&self) -> FinishFuture<'_> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Ends a run that failed before its pages were all read: [`run`]
+    /// calls it, after [`Table::settle`], instead of [`Table::finish`]. A
+    /// table whose run's records were to replace what it held removes
+    /// what the run staged, the table as it was (best effort: a later
+    /// replace removes what is left). Nothing by default.
+    fn abandon(&self) -> SettleFuture<'_> {
+        Box::pin(async {})
+    }
 }
 
 /// Where a [`Table`] writes, in words, for a run's summary line.
@@ -498,7 +507,8 @@ pub fn announce<T: Record>(table: &dyn Table<T>, cursor: Option<&str>) {
 
 /// Runs the pipeline from `source` into `table` ([`run_with_progress`]),
 /// then waits for what its loads left running ([`Table::settle`]) and,
-/// when every page was read, ends the run ([`Table::finish`]).
+/// when every page was read, ends the run ([`Table::finish`]); a run that
+/// failed is ended by [`Table::abandon`].
 pub async fn run<S: Source>(
     table: &dyn Table<S::Row>,
     source: &mut S,
@@ -507,6 +517,9 @@ pub async fn run<S: Source>(
 ) -> Result<Summary, RunError> {
     let done = run_with_progress(source, table.sink(), table.rejects(), max_pages, on_page).await;
     table.settle().await;
+    if done.is_err() {
+        table.abandon().await;
+    }
     let summary = done?;
     if max_pages.is_none() {
         table.finish().await.map_err(|error| RunError {

@@ -7,7 +7,9 @@ use futures_util::FutureExt;
 use std::future::Future;
 
 use super::keyed::Store;
-use super::{CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, Target};
+use super::{
+    CursorFuture, Described, FinishFuture, ParentCursorsFuture, RecordFuture, SettleFuture, Target,
+};
 use crate::rest::TableShape;
 use etl_core::content::write::Write;
 
@@ -44,6 +46,11 @@ impl Store for PostgresSink {
     /// A replace's switch ([`PostgresSink::finish`]).
     fn finish(&self) -> FinishFuture<'_> {
         PostgresSink::finish(self).boxed()
+    }
+
+    /// A failed replace's staging copy dropped ([`PostgresSink::abandon`]).
+    fn abandon(&self) -> SettleFuture<'_> {
+        PostgresSink::abandon(self).boxed()
     }
 
     /// One look into the `updated_at` index.
