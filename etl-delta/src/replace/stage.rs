@@ -1,7 +1,8 @@
 //! A replace's stage: the directory `etl-replacing-<id>/` inside each
 //! table of the family where one run writes its staging tables, and the
-//! rule that tells a dead run's stage from a live one's, so that the next
-//! replace removes what a killed or failed run staged.
+//! rule that tells a dead run's stage from a live one's, so that a later
+//! replace removes what a killed run staged (a run that fails removes its
+//! own: [`Stage::remove`]).
 //!
 //! Delta has no session or lock that dies with its process, so a stage's
 //! life is read from its objects' times: the newest object in the
@@ -118,7 +119,7 @@ impl Stage {
         let logged = exists(&*self.root, &at(FIRST_ENTRY)).await.map_err(fail)?;
         if abandoned || !logged {
             return Err(EtlError::InvalidInput(format!(
-                "Delta table {}: this replace wrote nothing for longer than {} and another run removed what it staged as a dead run's; the tables keep what they held: run again",
+                "Delta table {}: this replace wrote nothing for longer than {}, and another run took what it staged for a dead run's, to remove it; the tables keep what they held: run again",
                 self.shown,
                 humantime::format_duration(LEASE)
             )));
