@@ -249,9 +249,9 @@ impl DeltaSink {
     /// resource's: Delta commits one table at a time, so a process killed
     /// during the switch leaves some child tables new until the next
     /// replace. It is refused, switching nothing, when another writer
-    /// changed the family's schema since this sink opened, and before any
-    /// commit where another sink took this one's directory for a dead
-    /// run's (nothing written in it for an hour) and removed it.
+    /// changed the family's schema since this sink opened, or when another
+    /// sink took this one's directory for a dead run's (nothing written in
+    /// it for an hour) to remove it.
     ///
     /// Fails with [`EtlError::InvalidInput`] when the table exists in the
     /// JSON shape or is written otherwise than by replace (the schema

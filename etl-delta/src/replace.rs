@@ -111,10 +111,11 @@ impl Replacing {
     /// Switches the staged rows in: each child table of the family's
     /// schema, the deepest first, then the resource's table, one commit a
     /// table holding the staged files and the removal of every old one. A
-    /// table the run staged nothing in is emptied. Before each commit the
-    /// run says it lives and checks that no other run took its stage for a
-    /// dead one's, and the staging table's log is deleted (its data files
-    /// are the table's from the commit on).
+    /// table the run staged nothing in is emptied. Before the first commit
+    /// the run checks that no other run took its stage for a dead one's
+    /// (refused, nothing switched, when one did), after each it says it
+    /// lives, and before each it deletes the staging table's log (its data
+    /// files are the table's from the commit on).
     pub async fn switch(&self, staging: &KeyedTable, typed: &Typed) -> Result<(), EtlError> {
         let shown = self.root.shown();
         // Refused before any table is switched, where it can be.
@@ -124,6 +125,7 @@ impl Replacing {
                 "Delta table {shown}: another writer changed the family's schema while this run replaced it; the tables keep what they held: run again"
             )));
         }
+        self.stage.keep_alive().await?;
         let schema = typed.schema().await;
         let family = Location::parse(shown)?;
         for at in (1..schema.tables().len()).rev() {
@@ -136,7 +138,6 @@ impl Replacing {
             let fields = table_fields(&schema, at, None);
             let columns = Columns::growing(fields.clone(), loader::CHILD_COLUMNS.len());
             let table = KeyedTable::open(place.clone(), columns).await?;
-            self.stage.keep_alive().await?;
             let (adds, fields) = match staged {
                 Some((adds, held)) => {
                     stage::forget_log(&place.inside(self.stage.name())?).await;
@@ -147,9 +148,10 @@ impl Replacing {
             table
                 .switch(&self.moved(adds), &fields, Basis::Columns)
                 .await?;
+            // The stage stays the run's until its next commit.
+            self.stage.touch().await?;
         }
         let fields: Vec<StructField> = staging.schema().await.fields().cloned().collect();
-        self.stage.keep_alive().await?;
         stage::forget_log(&Location::parse(staging.shown())?).await;
         self.root
             .switch(
@@ -164,12 +166,7 @@ impl Replacing {
     /// run failed before its switch. Best effort: what a failure leaves, a
     /// later replace removes once it has been still for an hour.
     pub async fn abandon(&self) {
-        let removed = async {
-            self.stage
-                .remove(&Location::parse(self.root.shown())?)
-                .await
-        };
-        match removed.await {
+        match self.stage.remove().await {
             Ok(()) => tracing::debug!(
                 table = self.root.shown(),
                 "removed what the failed replace staged"

@@ -7,23 +7,26 @@
 //! Delta has no session or lock that dies with its process, so a stage's
 //! life is read from its objects' times: the newest object in the
 //! resource table's stage (each page's commit writes there; the switch
-//! touches `_etl_alive` before each of its commits). A stage none of whose
-//! objects is newer than [`LEASE`] is a dead run's. Removing it takes two
-//! steps, so that a run that was only slow never commits files that are
-//! gone:
+//! touches `_etl_alive` before its first commit and after each). A stage
+//! none of whose objects is newer than [`LEASE`] is a dead run's. Removing
+//! it takes two steps, so that a run that was only slow never commits
+//! files that are gone:
 //! - the sweeper puts `_etl_abandoned` in the stage, then lists the stage
 //!   again, and removes it only if it is still stale;
-//! - before each commit of its switch, a run touches `_etl_alive`, then
-//!   checks that there is no `_etl_abandoned` and that its staging log's
-//!   first entry is still there, and refuses to switch if either fails.
+//! - before the first commit of its switch, a run touches `_etl_alive`,
+//!   then checks that there is no `_etl_abandoned` and that its staging
+//!   log's first entry is still there, and refuses to switch if either
+//!   fails: before any table is switched.
 //!
 //! Whichever of the two writes comes second is seen by the other's read:
 //! a sweeper that put its mark after the run's check lists the run's fresh
 //! touch and leaves the stage; a run that checks after the mark refuses.
 //! The mark stays until the stage's last object is removed, the staging
 //! log's first entry before it, so a run that checks at any moment of a
-//! removal sees one or the other. A commit of the switch must follow its
-//! check within the lease (a commit takes seconds).
+//! removal sees one or the other. A sweeper never takes a stage touched
+//! within the lease, so the touch after each of the switch's commits
+//! keeps it the run's however long the switch takes, and the run checks
+//! only once.
 //!
 //! A staging table's log is removed just before its table's switch
 //! commit: a stage with no staging log was switched (its files are the
@@ -50,7 +53,7 @@ pub(crate) const PREFIX: &str = "etl-replacing-";
 /// a dead run's, and the next replace of the family removes it.
 pub(crate) const LEASE: Duration = Duration::from_secs(60 * 60);
 
-/// Touched by a run before each commit of its switch.
+/// Touched by a run before its switch and after each of its commits.
 const ALIVE: &str = "_etl_alive";
 /// Put by a sweeper that found the stage stale: the run, if it lives
 /// after all, refuses to switch.
@@ -62,20 +65,20 @@ const LOG: &str = "_delta_log";
 const FIRST_ENTRY: &str = "_delta_log/00000000000000000000.json";
 
 /// One run's stage in a family: its directory's name, and the resource
-/// table's store, where its life is read and written.
+/// table, whose stage its life is read and written in.
 pub(crate) struct Stage {
     name: String,
+    /// The resource table.
+    family: Location,
     /// The resource table's store.
     root: Arc<dyn ObjectStore>,
-    /// The resource table, as the user wrote it, for messages.
-    shown: String,
 }
 
 impl std::fmt::Debug for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stage")
             .field("name", &self.name)
-            .field("table", &self.shown)
+            .field("table", &self.family.shown)
             .finish_non_exhaustive()
     }
 }
@@ -87,7 +90,7 @@ impl Stage {
         Ok(Stage {
             name: format!("{PREFIX}{}", uuid::Uuid::new_v4().simple()),
             root: family.store()?,
-            shown: family.shown.clone(),
+            family: family.clone(),
         })
     }
 
@@ -96,36 +99,50 @@ impl Stage {
         &self.name
     }
 
-    /// Removes this stage from each table of the family at `family`, the
-    /// resource table's last: its run failed before its switch.
-    pub async fn remove(&self, family: &Location) -> Result<(), EtlError> {
-        let children = children(family).await?;
-        remove_everywhere((&*self.root, family), &self.name, &children).await
+    /// Removes this stage from each table of the family, the resource
+    /// table's last: its run failed before its switch.
+    pub async fn remove(&self) -> Result<(), EtlError> {
+        let children = children(&self.family).await?;
+        remove_everywhere((&*self.root, &self.family), &self.name, &children).await
     }
 
-    /// Says the run lives, then checks that no sweeper took the stage for
-    /// a dead run's: called before each commit of the switch. Refused
-    /// when one did (the stage's files may be gone).
+    /// Says the run lives ([`Stage::touch`]), then checks that no sweeper
+    /// took the stage for a dead run's: called before the switch's first
+    /// commit. Refused when one did (the stage's files may be gone).
     pub async fn keep_alive(&self) -> Result<(), EtlError> {
+        self.touch().await?;
         let at = |object: &str| Path::from(format!("{}/{object}", self.name));
-        let fail = |e: deltalake::ObjectStoreError| {
-            from_delta(e.into(), "writing to the replace's stage", &self.shown)
-        };
-        self.root
-            .put(&at(ALIVE), Vec::new().into())
-            .await
-            .map_err(fail)?;
-        let abandoned = exists(&*self.root, &at(ABANDONED)).await.map_err(fail)?;
-        let logged = exists(&*self.root, &at(FIRST_ENTRY)).await.map_err(fail)?;
+        let fail = failed("looking at the replace's stage", &self.family);
+        let abandoned = exists(&*self.root, &at(ABANDONED)).await.map_err(&fail)?;
+        let logged = exists(&*self.root, &at(FIRST_ENTRY)).await.map_err(&fail)?;
         if abandoned || !logged {
             return Err(EtlError::InvalidInput(format!(
                 "Delta table {}: this replace wrote nothing for longer than {}, and another run took what it staged for a dead run's, to remove it; the tables keep what they held: run again",
-                self.shown,
+                self.family.shown,
                 humantime::format_duration(LEASE)
             )));
         }
         Ok(())
     }
+
+    /// Says the run lives: the stage's newest object is now.
+    pub async fn touch(&self) -> Result<(), EtlError> {
+        let alive = Path::from(format!("{}/{ALIVE}", self.name));
+        self.root
+            .put(&alive, Vec::new().into())
+            .await
+            .map(drop)
+            .map_err(failed("writing to the replace's stage", &self.family))
+    }
+}
+
+/// The error of a store request about the table at `at`: what was being
+/// done, and the store's own words.
+fn failed<'a>(
+    what: &'a str,
+    at: &'a Location,
+) -> impl Fn(deltalake::ObjectStoreError) -> EtlError + 'a {
+    move |e| from_delta(e.into(), what, &at.shown)
 }
 
 /// Whether the object at `path` is there.
@@ -144,9 +161,10 @@ async fn exists(store: &dyn ObjectStore, path: &Path) -> Result<bool, deltalake:
 pub(crate) async fn forget_log(at: &Location) {
     let gone = async {
         let store = at.store()?;
-        remove_all(&*store, &Path::from(LOG), &at.shown).await?;
+        let log = list(&*store, &Path::from(LOG), at).await?;
+        delete(&*store, log, at).await?;
         if let Ok(dir) = at.url.to_file_path() {
-            std::fs::remove_dir_all(dir.join(LOG)).map_err(EtlError::Io)?;
+            remove_empty_dirs(&dir.join(LOG));
         }
         Ok::<_, EtlError>(())
     };
@@ -161,10 +179,10 @@ pub(crate) async fn forget_log(at: &Location) {
 /// is measured at. Returns how many were removed.
 pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, EtlError> {
     let root = family.store()?;
-    let fail = |e: deltalake::ObjectStoreError| {
-        from_delta(e.into(), "looking for dead replaces' files", &family.shown)
-    };
-    let listed = root.list_with_delimiter(None).await.map_err(fail)?;
+    let listed = root
+        .list_with_delimiter(None)
+        .await
+        .map_err(failed("looking for dead replaces' files", family))?;
     let names: Vec<String> = listed
         .common_prefixes
         .iter()
@@ -178,7 +196,7 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
     let store = &*root;
     let lives: Vec<(String, Life)> = futures_util::stream::iter(names)
         .map(|name| async move {
-            let life = Life::read(store, &name, &family.shown).await?;
+            let life = Life::read(store, &name, family).await?;
             Ok::<_, EtlError>((name, life))
         })
         .buffered(READ_AHEAD)
@@ -198,8 +216,8 @@ pub(crate) async fn sweep(family: &Location, now: SystemTime) -> Result<usize, E
             Vec::new().into(),
         )
         .await
-        .map_err(fail)?;
-        if !Life::read(&*root, name, &family.shown).await?.dead(now) {
+        .map_err(failed("marking a dead replace's files", family))?;
+        if !Life::read(&*root, name, family).await?.dead(now) {
             continue;
         }
         if family_children.is_none() {
@@ -226,28 +244,21 @@ struct Life {
 }
 
 impl Life {
-    async fn read(store: &dyn ObjectStore, name: &str, shown: &str) -> Result<Self, EtlError> {
-        let fail = |e: deltalake::ObjectStoreError| {
-            from_delta(e.into(), "looking for dead replaces' files", shown)
-        };
+    async fn read(store: &dyn ObjectStore, name: &str, at: &Location) -> Result<Self, EtlError> {
         let log = Path::from(format!("{name}/{LOG}"));
         // A switched stage (no log) is told by one listing of its own
         // directory, not of each of its files.
         let top = store
             .list_with_delimiter(Some(&Path::from(name)))
             .await
-            .map_err(fail)?;
+            .map_err(failed("looking for dead replaces' files", at))?;
         if !top.common_prefixes.contains(&log) {
             return Ok(Life {
                 logged: false,
                 newest_ms: i64::MIN,
             });
         }
-        let objects: Vec<ObjectMeta> = store
-            .list(Some(&Path::from(name)))
-            .try_collect()
-            .await
-            .map_err(fail)?;
+        let objects = list(store, &Path::from(name), at).await?;
         let mark = format!("{name}/{ABANDONED}");
         // An entry, not a directory: a local log emptied by a switch that
         // was cut off before the directory went is no log.
@@ -286,7 +297,7 @@ async fn children(family: &Location) -> Result<Vec<Location>, EtlError> {
         .store()?
         .list_with_delimiter(None)
         .await
-        .map_err(|e| from_delta(e.into(), "looking for its child tables", &family.shown))?;
+        .map_err(failed("looking for its child tables", family))?;
     let own = format!("{name}__");
     listed
         .common_prefixes
@@ -324,7 +335,7 @@ async fn logged(store: &dyn ObjectStore, log: &Path, at: &Location) -> Result<bo
     let first = store.list(Some(log)).try_next().await;
     first
         .map(|entry| entry.is_some())
-        .map_err(|e| from_delta(e.into(), "looking at a replace's staging log", &at.shown))
+        .map_err(failed("looking at a replace's staging log", at))
 }
 
 /// Removes the stage `name` of the table at `at`: its data files, then its
@@ -339,25 +350,10 @@ async fn remove_stage(store: &dyn ObjectStore, name: &str, at: &Location) -> Res
             _ => 0,
         }
     };
-    let mut objects: Vec<ObjectMeta> = store
-        .list(Some(&Path::from(name)))
-        .try_collect()
-        .await
-        .map_err(|e| from_delta(e.into(), "removing a dead replace's files", &at.shown))?;
+    let mut objects = list(store, &Path::from(name), at).await?;
     // The first entry last of the log: it is what a run checks.
     objects.sort_by_key(|o| (data_first(o), std::cmp::Reverse(o.location.clone())));
-    for object in objects {
-        match store.delete(&object.location).await {
-            Ok(()) | Err(deltalake::ObjectStoreError::NotFound { .. }) => {}
-            Err(e) => {
-                return Err(from_delta(
-                    e.into(),
-                    "removing a dead replace's files",
-                    &at.shown,
-                ))
-            }
-        }
-    }
+    delete(store, objects, at).await?;
     if let Ok(dir) = at.url.to_file_path() {
         // The directories a local store leaves behind, if empty.
         remove_empty_dirs(&dir.join(name));
@@ -377,12 +373,31 @@ fn remove_empty_dirs(dir: &std::path::Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Removes every object below `prefix`.
-async fn remove_all(store: &dyn ObjectStore, prefix: &Path, shown: &str) -> Result<(), EtlError> {
-    let fail = |e: deltalake::ObjectStoreError| from_delta(e.into(), "removing", shown);
-    let objects: Vec<ObjectMeta> = store.list(Some(prefix)).try_collect().await.map_err(fail)?;
+/// The objects below `prefix` in `store` (of the table at `at`).
+async fn list(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    at: &Location,
+) -> Result<Vec<ObjectMeta>, EtlError> {
+    store
+        .list(Some(prefix))
+        .try_collect()
+        .await
+        .map_err(failed("listing a replace's files", at))
+}
+
+/// Deletes `objects` from `store` (of the table at `at`), in their order;
+/// one already gone is no error (two sweepers may remove one stage).
+async fn delete(
+    store: &dyn ObjectStore,
+    objects: Vec<ObjectMeta>,
+    at: &Location,
+) -> Result<(), EtlError> {
     for object in objects {
-        store.delete(&object.location).await.map_err(fail)?;
+        match store.delete(&object.location).await {
+            Ok(()) | Err(deltalake::ObjectStoreError::NotFound { .. }) => {}
+            Err(e) => return Err(failed("removing a replace's files", at)(e)),
+        }
     }
     Ok(())
 }
@@ -404,7 +419,7 @@ mod tests {
         Stage {
             name: name.to_owned(),
             root: family.store().unwrap(),
-            shown: family.shown.clone(),
+            family: family.clone(),
         }
     }
 
