@@ -187,11 +187,7 @@ impl Replacing {
                 }
             }
             client
-                .batch_execute(&format!(
-                    "DROP SCHEMA {} CASCADE; SELECT pg_advisory_unlock(hashtext('{}'))",
-                    quote(&self.staging),
-                    self.staging
-                ))
+                .batch_execute(&drop_staging(&self.staging))
                 .await
                 .map_err(fail)
         })
@@ -209,11 +205,7 @@ impl Replacing {
         let done = tokio::time::timeout(deadline, async {
             let client = guard.client().await?;
             client
-                .batch_execute(&format!(
-                    "DROP SCHEMA IF EXISTS {} CASCADE; SELECT pg_advisory_unlock(hashtext('{}'))",
-                    quote(&self.staging),
-                    self.staging
-                ))
+                .batch_execute(&drop_staging(&self.staging))
                 .await
                 .map_err(|e| errors::from_pg_plain(&e))
         })
@@ -364,15 +356,22 @@ async fn drop_abandoned(client: &tokio_postgres::Client, prefix: &str) -> Result
             .map_err(fail)?;
         if free {
             client
-                .batch_execute(&format!(
-                    "DROP SCHEMA IF EXISTS {} CASCADE; SELECT pg_advisory_unlock(hashtext('{schema}'))",
-                    quote(&schema)
-                ))
+                .batch_execute(&drop_staging(&schema))
                 .await
                 .map_err(fail)?;
         }
     }
     Ok(())
+}
+
+/// Drops the staging schema `schema` with its tables, and lets go of the
+/// advisory lock that held it (a no-op on a session that does not hold
+/// it). The name is one this crate made: no quote in it to escape.
+fn drop_staging(schema: &str) -> String {
+    format!(
+        "DROP SCHEMA IF EXISTS {} CASCADE; SELECT pg_advisory_unlock(hashtext('{schema}'))",
+        quote(schema)
+    )
 }
 
 /// The one value of the one row `sql` answers.
