@@ -561,25 +561,10 @@ fn read_family(table: &Path) -> Family {
     serde_json::from_str(&python(READ_FAMILY, table)).unwrap()
 }
 
-/// Whether a replace under way has staged a page in `table`: a commit
-/// past the staging table's creation.
-fn staged_a_page(table: &Path) -> bool {
-    std::fs::read_dir(table).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("etl-replacing-")
-                && e.path()
-                    .join("_delta_log/00000000000000000001.json")
-                    .exists()
-        })
-    })
-}
-
-/// The data files under `table`'s replace staging directories.
-fn staged_files(table: &Path) -> usize {
+/// The replace stages (`etl-replacing-*` directories) in `table`.
+fn stage_dirs(table: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(table) else {
-        return 0;
+        return Vec::new();
     };
     entries
         .flatten()
@@ -588,7 +573,23 @@ fn staged_files(table: &Path) -> usize {
                 .to_string_lossy()
                 .starts_with("etl-replacing-")
         })
-        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Whether a replace under way has staged a page in `table`: a commit
+/// past the staging table's creation.
+fn staged_a_page(table: &Path) -> bool {
+    stage_dirs(table)
+        .iter()
+        .any(|stage| stage.join("_delta_log/00000000000000000001.json").exists())
+}
+
+/// The data files under `table`'s replace staging directories.
+fn staged_files(table: &Path) -> usize {
+    stage_dirs(table)
+        .iter()
+        .flat_map(|stage| std::fs::read_dir(stage).into_iter().flatten().flatten())
         .filter(|f| f.file_name().to_string_lossy().ends_with(".parquet"))
         .count()
 }
@@ -596,17 +597,10 @@ fn staged_files(table: &Path) -> usize {
 /// The stages under `table` whose staging log is still there: a failed or
 /// killed replace's (a switch removes the log of each stage it commits).
 fn unswitched_stages(table: &Path) -> usize {
-    std::fs::read_dir(table).map_or(0, |entries| {
-        entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with("etl-replacing-")
-                    && e.path().join("_delta_log").is_dir()
-            })
-            .count()
-    })
+    stage_dirs(table)
+        .iter()
+        .filter(|stage| stage.join("_delta_log").is_dir())
+        .count()
 }
 
 /// Makes every file under `table`'s replace stages `by` older, as if their
@@ -626,14 +620,8 @@ fn age_stages(table: &Path, by: Duration) {
         }
     }
     let when = std::time::SystemTime::now() - by;
-    for entry in std::fs::read_dir(table).unwrap().flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with("etl-replacing-")
-        {
-            walk(&entry.path(), when);
-        }
+    for stage in stage_dirs(table) {
+        walk(&stage, when);
     }
 }
 
