@@ -833,6 +833,63 @@ async fn a_merge_keeps_each_keys_newest_version_and_deletions_stay_deleted() {
     assert_eq!(joined, [(1, "b".into()), (1, "c".into()), (2, "z".into())]);
 }
 
+/// Every label the child table holds, sorted.
+fn all_labels(labels: &Path) -> Vec<String> {
+    query("SELECT name FROM t0 ORDER BY name", &[labels])
+        .rows
+        .into_iter()
+        .map(|r| r[0].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The child rows of a version replaced by a strictly newer one, or deleted
+/// by a strictly newer deletion, leave their table after the commit that
+/// took the version out, by whichever writer made it; those of a version
+/// replaced at an equal time stay (it may come back, read again later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
+async fn the_child_rows_of_a_version_replaced_by_a_newer_one_leave_their_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = at(dir.path(), "gh");
+    let labels = dir.path().join("gh__labels");
+    let sink = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+        .await
+        .unwrap();
+    let first = [
+        version(1, "one", 10, &["a", "b"], false),
+        version(2, "two", 10, &["x"], false),
+        version(3, "three", 10, &["p"], false),
+    ];
+    assert_eq!(sink.load(&first).await.unwrap(), 3);
+    let second = [
+        version(1, "one, edited", 20, &["c"], false),
+        version(2, "two", 30, &[], true),
+        version(3, "three, again", 10, &["q"], false),
+    ];
+    sink.load(&second).await.unwrap();
+    let (rows, joined) = merged(Path::new(&root), &labels);
+    assert_eq!(
+        rows,
+        [(1, "one, edited".into()), (3, "three, again".into())]
+    );
+    assert_eq!(joined, [(1, "c".into()), (3, "q".into())]);
+    assert_eq!(
+        all_labels(&labels),
+        ["c", "p", "q"],
+        "a and b (replaced by a newer version) and x (deleted) are gone; p (an equal time) stays"
+    );
+
+    // Another writer's newer version: its commit takes the rows out too.
+    let other = DeltaSink::open_typed::<Doc>(&root, "issues", merging())
+        .await
+        .unwrap();
+    let third = [version(1, "one, again", 40, &["d", "e"], false)];
+    assert_eq!(other.load(&third).await.unwrap(), 1);
+    assert_eq!(all_labels(&labels), ["d", "e", "p", "q"]);
+    let (_, joined) = merged(Path::new(&root), &labels);
+    assert_eq!(joined, [(1, "d".into()), (1, "e".into()), (3, "q".into())]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
 async fn four_writers_merging_one_table_at_once_keep_each_keys_newest_version_once() {

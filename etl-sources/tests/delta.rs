@@ -820,7 +820,7 @@ print(DeltaTable(sys.argv[1]).vacuum(retention_hours=0, enforce_retention_durati
 /// What the Python `deltalake` package reads of a merged family `TABLE`
 /// and `TABLE__labels`: each current row as "number second state labels"
 /// (its labels joined on `_etl_parent_key = _etl_key`, sorted), the rows
-/// a key, and the labels joined to any current row.
+/// a key, and the labels joined to no current row.
 const READ_MERGED: &str = r#"
 import json, os, sys
 from deltalake import DeltaTable, QueryBuilder
@@ -840,6 +840,7 @@ rows = sorted(t, key=lambda r: r["number"])
 print(json.dumps({
     "rows": [f'{r["number"]} {r["s"]} {r["state"]} {",".join(sorted(labels.get(r["_etl_key"], [])))}' for r in rows],
     "keys": len({r["number"] for r in rows}),
+    "orphans": sum(len(v) for k, v in labels.items() if k not in {r["_etl_key"] for r in rows}),
 }))
 "#;
 
@@ -848,6 +849,7 @@ print(json.dumps({
 struct Merged {
     rows: Vec<String>,
     keys: usize,
+    orphans: usize,
 }
 
 fn read_merged(table: &Path) -> Merged {
@@ -902,7 +904,12 @@ async fn a_merge_into_delta_keeps_the_newest_version_of_each_key_and_its_deletio
         "6 10 open bug",
         "7 10 open new",
     ];
-    assert_eq!(read_merged(&table).rows, want);
+    let read = read_merged(&table);
+    assert_eq!(read.rows, want);
+    assert_eq!(
+        read.orphans, 0,
+        "the replaced and deleted versions' labels are gone"
+    );
 
     // The deleted key's older version does not bring it back; a run read
     // again changes nothing; a record without its key is a reject.
@@ -919,9 +926,10 @@ async fn a_merge_into_delta_keeps_the_newest_version_of_each_key_and_its_deletio
     *api.items.lock().unwrap() = vec![issue(2, 50, "reopened", &["again"])];
     let output = run().await;
     assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
-    let rows = read_merged(&table).rows;
-    assert_eq!(rows[1], "2 50 reopened again");
-    assert_eq!(rows.len(), 7);
+    let read = read_merged(&table);
+    assert_eq!(read.rows[1], "2 50 reopened again");
+    assert_eq!(read.rows.len(), 7);
+    assert_eq!(read.orphans, 0);
 
     // The table says how it is written: an append into it is refused
     // before any request.

@@ -9,8 +9,13 @@
 //! sees every key once at every version. The commit goes in only at the
 //! version after the one the rows were read at: a writer that loses the
 //! race reads the winners' changes and weighs its page again.
+//!
+//! A child table's rows of a version that left are taken out the same way
+//! ([`KeyedTable::take_out`]), by their own `_etl_key`s, which the rewrite
+//! that took the version out finds from the version's text
+//! ([`Rewrite::Done`]).
 
-use deltalake::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use deltalake::arrow::compute::{cast, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType as ArrowType, Int64Type};
 use etl_core::content::typed::loader;
@@ -38,8 +43,9 @@ pub(crate) struct Holders {
 /// How a [`KeyedTable::rewrite`] ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Rewrite {
-    /// Committed.
-    Done,
+    /// Committed: with the `_etl_row` text of each row taken out that the
+    /// rewrite was asked for, by content key.
+    Done(Vec<(String, String)>),
     /// Another writer committed first: the page is weighed again against
     /// [`KeyedTable::holders`] read anew. The new rows' files, not
     /// committed, are handed back: where the page weighs the same again
@@ -101,11 +107,13 @@ impl KeyedTable {
     /// removal of the held rows whose content keys are `out` (each file
     /// holding one is written again without it) and the rows `new`, whose
     /// `_etl_id`s are `ids`, of the columns `fields` (those the table lacks
-    /// are added by the same commit, checked against `basis`).
+    /// are added by the same commit, checked against `basis`). The texts
+    /// of the rows of `out` also in `texts` are handed back with
+    /// [`Rewrite::Done`].
     pub async fn rewrite(
         &self,
         holders: Holders,
-        out: &HashSet<String>,
+        (out, texts): (&HashSet<String>, &HashSet<String>),
         (new, ids): (Vec<Add>, &[&str]),
         fields: &[StructField],
         basis: Basis<'_>,
@@ -125,9 +133,13 @@ impl KeyedTable {
             .map_err(|why| EtlError::InvalidInput(format!("Delta table {shown}: {why}")))?;
         let schema = grown.clone().unwrap_or_else(|| state.schema.clone());
         let written = state
-            .without(holders.files, out, (&schema, &self.columns), shown)
+            .without(holders.files, (out, texts), (&schema, &self.columns), shown)
             .await;
-        let (removes, rewritten) = match written {
+        let Without {
+            removes,
+            rewritten,
+            texts,
+        } = match written {
             Ok(written) => written,
             Err(e) => {
                 discard(&store, Some(Staged::written(new))).await;
@@ -135,7 +147,7 @@ impl KeyedTable {
             }
         };
         if new.is_empty() && rewritten.is_empty() && removes.is_empty() && grown.is_none() {
-            return Ok(Rewrite::Done);
+            return Ok(Rewrite::Done(texts));
         }
         let metadata = state.metadata_of(grown, shown)?;
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
@@ -145,7 +157,7 @@ impl KeyedTable {
                 state
                     .note_rewrite(&removes, (&new, ids), rewritten, (key, shown))
                     .await?;
-                Ok(Rewrite::Done)
+                Ok(Rewrite::Done(texts))
             }
             Err(e) if lost_race(&e) => {
                 // The files written again are of the rows read before the
@@ -164,39 +176,134 @@ impl KeyedTable {
     }
 }
 
+/// What [`State::without`] wrote and read.
+struct Without {
+    /// The old files' `remove`s.
+    removes: Vec<Remove>,
+    /// Their rewrites' `add`s.
+    rewritten: Vec<Add>,
+    /// The texts of the rows taken out that were asked for, by content key.
+    texts: Vec<(String, String)>,
+}
+
+impl KeyedTable {
+    /// Takes the rows whose `_etl_key`s are `keys` out of the table in one
+    /// commit (each file holding one written again without it), and
+    /// returns how many it held. A commit that loses its race to another
+    /// writer's looks again, at the winner's files.
+    pub async fn take_out(&self, keys: &HashSet<String>) -> Result<usize, EtlError> {
+        let shown = self.shown();
+        let wanted: Vec<String> = keys.iter().cloned().collect();
+        let no_texts = HashSet::new();
+        for _ in 0..MAX_RACES {
+            let mut state = self.state.lock().await;
+            state.settle().await;
+            let files = match holding(&state, &wanted, shown).await {
+                Ok(files) => files,
+                // A file compacted away and vacuumed since: look again.
+                Err(_) => {
+                    state.refresh(&self.columns, shown).await?;
+                    holding(&state, &wanted, shown).await?
+                }
+            };
+            let held: usize = files.iter().map(|(_, _, keys)| keys.len()).sum();
+            if held == 0 {
+                return Ok(0);
+            }
+            let schema = state.schema.clone();
+            let Without {
+                removes, rewritten, ..
+            } = state
+                .without(files, (keys, &no_texts), (&schema, &self.columns), shown)
+                .await?;
+            let store = state.table.object_store();
+            match state.commit(&rewritten, &removes, None).await {
+                Ok(()) => {
+                    let key = self.columns.key();
+                    state
+                        .note_rewrite(&removes, (&[], &[]), rewritten, (key, shown))
+                        .await?;
+                    return Ok(held);
+                }
+                Err(e) if lost_race(&e) => {
+                    discard(&store, Some(Staged::written(rewritten))).await;
+                    state.catch_up(&self.columns, shown).await?;
+                }
+                Err(e) => {
+                    discard(&store, Some(Staged::written(rewritten))).await;
+                    return Err(from_delta(e, "committing", shown));
+                }
+            }
+        }
+        Err(EtlError::Network(format!(
+            "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
+        )))
+    }
+}
+
 impl State {
     /// Writes each of `files` (with its row count and its rows' keys of
     /// the page) that holds a row whose `_etl_key` is in `out` again
     /// without those rows, a batch at a time, conformed to `schema`: the
-    /// `remove`s of the old files and the `add`s of their rewrites. On a
-    /// failure the rewrites written so far are deleted.
+    /// `remove`s of the old files and the `add`s of their rewrites, and
+    /// the text (the table's text column) of each row taken out whose key
+    /// is in `texts`. On a failure the rewrites written so far are deleted.
     async fn without(
         &self,
         files: Vec<(DataFile, usize, Vec<String>)>,
-        out: &HashSet<String>,
+        (out, texts): (&HashSet<String>, &HashSet<String>),
         (schema, columns): (&StructType, &Columns),
         shown: &str,
-    ) -> Result<(Vec<Remove>, Vec<Add>), EtlError> {
+    ) -> Result<Without, EtlError> {
         let store = self.table.object_store();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let shared = Arc::new(out.clone());
-        let (mut removes, mut rewritten) = (Vec::new(), Vec::new());
+        // Texts are read only where the table has a text column.
+        let wanted = match columns.text() {
+            Some(text) if !texts.is_empty() => Some((Arc::new(texts.clone()), text.to_owned())),
+            _ => None,
+        };
+        let found = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut done = Without {
+            removes: Vec::new(),
+            rewritten: Vec::new(),
+            texts: Vec::new(),
+        };
         for (file, rows, keys) in files {
             let leaving = keys.iter().filter(|k| out.contains(k.as_str())).count();
             if leaving == 0 {
                 continue;
             }
-            removes.push(remove_of(&file, now));
+            done.removes.push(remove_of(&file, now));
+            let asked = wanted
+                .as_ref()
+                .filter(|(texts, _)| keys.iter().any(|k| texts.contains(k)));
             if leaving == rows {
+                // Nothing stays: the file is read only for texts asked.
+                if let Some((texts, text)) = asked {
+                    let read = texts_of(&store, &file, (texts, text), shown).await;
+                    match read {
+                        Ok(read) => done.texts.extend(read),
+                        Err(e) => {
+                            discard(&store, Some(Staged::written(done.rewritten))).await;
+                            return Err(e);
+                        }
+                    }
+                }
                 continue;
             }
             let (out, schema) = (Arc::clone(&shared), schema.clone());
+            let (asked, found) = (asked.cloned(), Arc::clone(&found));
             let adds = match rows_of(&store, &file, None, shown).await {
                 Ok(batches) => {
                     let batches = batches.map(move |rows| {
                         let rows = rows?;
+                        if let Some((texts, text)) = &asked {
+                            let read = texts_in(&rows, (texts, text))?;
+                            found.lock().unwrap_or_else(|e| e.into_inner()).extend(read);
+                        }
                         let keep = kept(&rows, &out)?;
                         Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
                     });
@@ -206,14 +313,17 @@ impl State {
                 Err(e) => Err(e),
             };
             match adds {
-                Ok(adds) => rewritten.extend(adds),
+                Ok(adds) => done.rewritten.extend(adds),
                 Err(e) => {
-                    discard(&store, Some(Staged::written(rewritten))).await;
+                    discard(&store, Some(Staged::written(done.rewritten))).await;
                     return Err(e);
                 }
             }
         }
-        Ok((removes, rewritten))
+        done.texts.extend(std::mem::take(
+            &mut *found.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+        Ok(done)
     }
 
     /// Brings the key index to a committed rewrite: the files `removes`
@@ -292,6 +402,96 @@ async fn held_in(
     Ok((file, rows, keys, held))
 }
 
+/// The files of `state`'s table that hold any of the `_etl_key`s `keys`,
+/// each with its count of rows and those of its rows' keys, read
+/// [`READ_AHEAD`] at a time.
+async fn holding(
+    state: &State,
+    keys: &[String],
+    shown: &str,
+) -> Result<Vec<(DataFile, usize, Vec<String>)>, EtlError> {
+    let store = state.table.object_store();
+    let wanted: HashSet<&str> = keys.iter().map(String::as_str).collect();
+    let read: Vec<_> = futures_util::stream::iter(state.index.may_hold(keys))
+        .map(|file| keys_in(&store, file, &wanted, shown))
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await?;
+    // A file without any: a filter's false positive.
+    Ok(read
+        .into_iter()
+        .filter(|(_, _, keys)| !keys.is_empty())
+        .collect())
+}
+
+/// One file, its count of rows and the `_etl_key`s of its rows that are
+/// `wanted`: its key column only.
+async fn keys_in(
+    store: &Arc<dyn ObjectStore>,
+    file: DataFile,
+    wanted: &HashSet<&str>,
+    shown: &str,
+) -> Result<(DataFile, usize, Vec<String>), EtlError> {
+    let mut batches = rows_of(store, &file, Some(&[loader::KEY]), shown).await?;
+    let (mut rows, mut keys) = (0, Vec::new());
+    while let Some(batch) = batches.next().await {
+        let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+        rows += batch.num_rows();
+        let column = utf8(&batch, loader::KEY).map_err(|e| from_arrow(e, shown))?;
+        let column = column.as_string::<i32>();
+        keys.extend(
+            (0..batch.num_rows())
+                .filter(|&i| column.is_valid(i) && wanted.contains(column.value(i)))
+                .map(|i| column.value(i).to_owned()),
+        );
+    }
+    Ok((file, rows, keys))
+}
+
+/// The texts (the column `text`) of `file`'s rows whose `_etl_key`s are
+/// `wanted`, by key: its key and text columns only.
+async fn texts_of(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    (wanted, text): (&HashSet<String>, &str),
+    shown: &str,
+) -> Result<Vec<(String, String)>, EtlError> {
+    let mut batches = rows_of(store, file, Some(&[loader::KEY, text]), shown).await?;
+    let mut found = Vec::new();
+    while let Some(batch) = batches.next().await {
+        let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
+        found.extend(texts_in(&batch, (wanted, text)).map_err(|e| from_arrow(e, shown))?);
+    }
+    Ok(found)
+}
+
+/// The texts (the column `text`) of the rows of `rows` whose `_etl_key`s
+/// are `wanted`, by key.
+fn texts_in(
+    rows: &RecordBatch,
+    (wanted, text): (&HashSet<String>, &str),
+) -> Result<Vec<(String, String)>, ArrowError> {
+    let (keys, texts) = (utf8(rows, loader::KEY)?, utf8(rows, text)?);
+    let (keys, texts) = (keys.as_string::<i32>(), texts.as_string::<i32>());
+    Ok((0..rows.num_rows())
+        .filter(|&i| keys.is_valid(i) && texts.is_valid(i) && wanted.contains(keys.value(i)))
+        .map(|i| (keys.value(i).to_owned(), texts.value(i).to_owned()))
+        .collect())
+}
+
+/// The column `name` of `rows`, as `to`.
+fn column_as(rows: &RecordBatch, name: &str, to: &ArrowType) -> Result<ArrayRef, ArrowError> {
+    let found = rows
+        .column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("no `{name}` column")))?;
+    cast(found, to)
+}
+
+/// The column `name` of `rows`, as text.
+fn utf8(rows: &RecordBatch, name: &str) -> Result<ArrayRef, ArrowError> {
+    column_as(rows, name, &ArrowType::Utf8)
+}
+
 /// Notes each row of `rows` (a merge table's file) whose `_etl_id` is
 /// `wanted` in `held`: its `_etl_key` and `_etl_updated_at`. Returns those
 /// rows' `_etl_key`s.
@@ -300,15 +500,8 @@ fn note_held(
     wanted: &HashSet<&str>,
     held: &mut Held,
 ) -> Result<Vec<String>, ArrowError> {
-    let column = |name: &str, to: &ArrowType| {
-        let found = rows
-            .column_by_name(name)
-            .ok_or_else(|| ArrowError::SchemaError(format!("no `{name}` column")))?;
-        cast(found, to)
-    };
-    let ids = column(loader::ID, &ArrowType::Utf8)?;
-    let keys = column(loader::KEY, &ArrowType::Utf8)?;
-    let times = column(loader::UPDATED_AT, &ArrowType::Int64)?;
+    let (ids, keys) = (utf8(rows, loader::ID)?, utf8(rows, loader::KEY)?);
+    let times = column_as(rows, loader::UPDATED_AT, &ArrowType::Int64)?;
     let (ids, keys) = (ids.as_string::<i32>(), keys.as_string::<i32>());
     let times = times.as_primitive::<Int64Type>();
     let mut found = Vec::new();
@@ -330,10 +523,7 @@ pub(crate) fn time_of(micros: i64) -> Option<SystemTime> {
 
 /// Which rows of `rows` stay: those whose `_etl_key` is not in `out`.
 fn kept(rows: &RecordBatch, out: &HashSet<String>) -> Result<BooleanArray, ArrowError> {
-    let keys = rows
-        .column_by_name(loader::KEY)
-        .ok_or_else(|| ArrowError::SchemaError(format!("no `{}` column", loader::KEY)))?;
-    let keys = cast(keys, &ArrowType::Utf8)?;
+    let keys = utf8(rows, loader::KEY)?;
     let keys = keys.as_string::<i32>();
     Ok((0..rows.num_rows())
         .map(|i| Some(!(keys.is_valid(i) && out.contains(keys.value(i)))))

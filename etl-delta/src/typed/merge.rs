@@ -9,8 +9,19 @@
 //! that takes the replaced and deleted rows out (rewriting the files that
 //! hold them) and puts the new versions in ([`KeyedTable::rewrite`]). A
 //! reader joining a child table on `_etl_parent_key = _etl_key` sees each
-//! current row with exactly its own version's child rows; the child rows
-//! of a replaced version stay in their table, joined to no current row.
+//! current row with exactly its own version's child rows.
+//!
+//! The child rows of a version that left go after that commit, each child
+//! table's in one commit of its own ([`KeyedTable::take_out`]): found by
+//! walking the version's text again (a child row's key comes from its
+//! parent's and its place in its list). Only those of a version strictly
+//! older than what replaced or deleted it go: such a version never comes
+//! back, whatever other writers do, as a row never goes back to an older
+//! version. A version replaced at an equal time (or without one) may come
+//! back, read again later, and finds its child rows where it left them.
+//! Until they go (and for good where a version may come back, or the
+//! writer was killed between the commits), such child rows are joined to
+//! no current row.
 //!
 //! A writer whose commit of the resource's table loses the race to
 //! another's weighs its records again against the winner's rows, so of two
@@ -18,7 +29,7 @@
 //! their commits.
 
 use deltalake::parquet::bloom_filter::Sbbf;
-use etl_core::content::typed::update_micros;
+use etl_core::content::typed::{update_micros, Cell, Misfit, RowKeys, RowWriter};
 use etl_core::content::write::merge::{key_of, weigh, Change, Gone, Held, Version as Weighed};
 
 use super::*;
@@ -196,15 +207,21 @@ impl Typed {
             };
             let new_ids = ready.new_ids(encoded, &keyed.ids);
             let out = taken_out(&holders.held, &change, &new_ids, &deletions);
-            let rewrite = ready.commit(root, holders, &out, &new_ids).await?;
+            let replaced = replaced_at(&ready, (encoded, &keyed), &deletions);
+            let outdated = outdated(&holders.held, &out, &replaced);
+            let rewrite = ready
+                .commit(root, holders, (&out, &outdated), &new_ids)
+                .await?;
             match rewrite {
-                Rewrite::Done => {
+                Rewrite::Done(texts) => {
                     let merged = Merged {
                         new: new_ids.len(),
                         deleted: taken,
                         refused: std::mem::take(&mut keyed.refused),
                     };
-                    return Ok(self.committed(&mut state, (&records, encoded), ready, merged));
+                    let merged = self.committed(&mut state, (&records, encoded), ready, merged);
+                    self.take_out_children(&mut state, &texts).await;
+                    return Ok(merged);
                 }
                 // Kept for the next attempt only where it grows nothing:
                 // growth is weighed against the schema anew.
@@ -361,20 +378,27 @@ impl Keyed {
 impl Ready {
     /// Commits these rows into the resource's table `root`, taking `out`
     /// (the content keys of held rows leaving) out of the files `holders`
-    /// read ([`KeyedTable::rewrite`]); the new rows' files are handed back
-    /// where the race is lost.
+    /// read ([`KeyedTable::rewrite`]), and handing back the texts of those
+    /// of them `outdated`; the new rows' files are handed back where the
+    /// race is lost.
     async fn commit(
         &mut self,
         root: &KeyedTable,
         holders: Holders,
-        out: &HashSet<String>,
+        (out, outdated): (&HashSet<String>, &HashSet<String>),
         new_ids: &[&str],
     ) -> Result<Rewrite, EtlError> {
         let base = self.grows.as_ref().map(|g| g.base.as_str());
         let new = std::mem::take(&mut self.new);
         let basis = basis(0, base);
-        root.rewrite(holders, out, (new, new_ids), &self.fields, basis)
-            .await
+        root.rewrite(
+            holders,
+            (out, outdated),
+            (new, new_ids),
+            &self.fields,
+            basis,
+        )
+        .await
     }
 
     /// The primary keys (of `ids`, a page's) of the rows that go in.
@@ -461,6 +485,115 @@ fn taken_out(
         .filter(|(id, (row, _))| leaving.contains(id.as_str()) && replaced.contains(row.as_str()))
         .map(|(_, (row, _))| row.clone())
         .collect()
+}
+
+/// When each primary key's row was replaced or deleted by a page: the
+/// update time of its version that goes in (`ready`'s, of `encoded` and
+/// `keyed`), or of its deletion.
+fn replaced_at<'a>(
+    ready: &Ready,
+    (encoded, keyed): (&[KeyedJson], &'a Keyed),
+    deletions: &[Deletion<'a>],
+) -> HashMap<&'a str, Option<SystemTime>> {
+    let landing = ready
+        .fresh
+        .iter()
+        .filter(|&&i| ready.landing.contains(encoded[i].key.as_str()))
+        .filter_map(|&i| Some((keyed.ids[i].as_deref()?, keyed.times[i])));
+    let deleted = deletions.iter().map(|d| (d.key, d.updated));
+    landing.chain(deleted).collect()
+}
+
+/// The content keys of the `held` rows of `out` that are strictly older
+/// than what replaced or deleted them (`replaced`): versions that can never
+/// be current again, whose child rows go.
+fn outdated(
+    held: &Held,
+    out: &HashSet<String>,
+    replaced: &HashMap<&str, Option<SystemTime>>,
+) -> HashSet<String> {
+    held.iter()
+        .filter(|(id, (row, old))| {
+            let newer = replaced.get(id.as_str()).copied().flatten();
+            out.contains(row) && matches!((old, newer), (Some(old), Some(new)) if *old < new)
+        })
+        .map(|(_, (row, _))| row.clone())
+        .collect()
+}
+
+/// Each child row's `_etl_key`, by table (an index into the schema the
+/// walk was made on): what a walk of a record's text hands a writer,
+/// rows and no cells.
+#[derive(Default)]
+struct ChildKeys(HashMap<usize, HashSet<String>>);
+
+impl RowWriter for ChildKeys {
+    fn begin_row(&mut self, table: usize, keys: RowKeys<'_>) {
+        if table > 0 {
+            self.0.entry(table).or_default().insert(keys.key.to_owned());
+        }
+    }
+    fn cell(&mut self, _: usize, _: usize, _: Cell<'_>) {}
+    fn end_row(&mut self, _: usize, _: &[Misfit]) {}
+}
+
+/// The `_etl_key`s of the child rows of the versions `texts` (content key,
+/// text), by child table name: each text walked again as it was loaded,
+/// on a copy of `schema` (a walk may add to the schema it walks on).
+fn child_keys(schema: &Schema, texts: &[(String, String)]) -> HashMap<String, HashSet<String>> {
+    let mut walked = schema.clone();
+    let mut keys = ChildKeys::default();
+    for (key, text) in texts {
+        if let Err(e) = walked.shred(text, key, &mut keys) {
+            tracing::debug!(record = %key, error = %e, "a replaced version's child rows cannot be found: they stay");
+        }
+    }
+    keys.0
+        .into_iter()
+        .map(|(at, keys)| (walked.tables()[at].name().to_owned(), keys))
+        .collect()
+}
+
+impl Typed {
+    /// Takes the child rows of the versions `texts` (content key, text:
+    /// rows that left the resource's table for good) out of their child
+    /// tables, each table in one commit, the tables at once. Best effort:
+    /// a failure is logged, and the rows it leaves are joined to no
+    /// current row.
+    async fn take_out_children(&self, state: &mut State, texts: &[(String, String)]) {
+        if texts.is_empty() {
+            return;
+        }
+        let mut tables = Vec::new();
+        for (name, keys) in child_keys(&state.schema, texts) {
+            let Some(at) = state.schema.tables().iter().position(|t| t.name() == name) else {
+                continue;
+            };
+            match self.child(state, at).await {
+                Ok(_) => tables.push((name, keys)),
+                Err(e) => {
+                    tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay: the table cannot be opened")
+                }
+            }
+        }
+        let children = &state.children;
+        let taken = join_all(
+            tables
+                .iter()
+                .map(|(name, keys)| children[name].take_out(keys)),
+        )
+        .await;
+        for ((name, _), taken) in tables.iter().zip(taken) {
+            match taken {
+                Ok(n) => {
+                    tracing::debug!(table = %name, rows = n, "took out the child rows of replaced versions")
+                }
+                Err(e) => {
+                    tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay, joined to no current row")
+                }
+            }
+        }
+    }
 }
 
 /// The filter of the versions a writer put in: a hit only makes a load
