@@ -172,9 +172,11 @@ impl DeltaSink {
     /// each load is one commit of the resource's table that removes the
     /// files holding the rows it replaces or deletes, adds them written
     /// again without those rows, and adds its new rows, after its child
-    /// rows' commits. Deletions are remembered in the table
-    /// `<location>_deleted`. A writer that loses the race for a commit
-    /// weighs its load again against the winner's rows.
+    /// rows' commits; then the child rows of each version it took out for a
+    /// strictly newer one (or a strictly newer deletion) leave their
+    /// tables, one commit a child table. Deletions are remembered in the
+    /// table `<location>_deleted`. A writer that loses the race for a
+    /// commit weighs its load again against the winner's rows.
     ///
     /// The family's schema lives in the resource's table (the field
     /// metadata of `_etl_row`; each data column's own metadata holds its

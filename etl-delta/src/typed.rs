@@ -34,6 +34,7 @@ use etl_core::{EtlError, Record, Reject};
 use futures_util::future::join_all;
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::Mutex;
 
@@ -102,7 +103,10 @@ struct State {
     exists: bool,
     /// The child tables opened so far, by name (a schema read again may
     /// list its tables in another order).
-    children: HashMap<String, KeyedTable>,
+    children: HashMap<String, Arc<KeyedTable>>,
+    /// Under merge, the removal of the child rows of the versions the last
+    /// load took out, running beside the next load ([`merge`]).
+    sweeping: Option<tokio::task::JoinHandle<()>>,
     /// Records of loads that failed after their child rows may have been
     /// committed: their child rows are looked up in this writer's own files
     /// too when they come again.
@@ -285,6 +289,7 @@ impl Typed {
             schema,
             exists,
             children: HashMap::new(),
+            sweeping: None,
             unfinished: HashSet::new(),
             inserted: None,
         };
@@ -339,9 +344,12 @@ impl Typed {
         Some((table.kept().await, table.schema().await))
     }
 
-    /// Waits for the checkpoints the child tables' last commits made due.
+    /// Waits for the removal of replaced versions' child rows under way,
+    /// and the checkpoints the child tables' last commits made due.
     pub(crate) async fn settle(&self) {
-        for child in self.state.lock().await.children.values() {
+        let mut state = self.state.lock().await;
+        merge::swept(&mut state).await;
+        for child in state.children.values() {
             child.settle().await;
         }
         if let Some(deleted) = &self.deleted {
@@ -675,7 +683,7 @@ impl Typed {
                 if self.stage.is_some() {
                     table.keep_adds().await;
                 }
-                slot.insert(table)
+                slot.insert(Arc::new(table))
             }
         };
         Ok(table)

@@ -11,8 +11,9 @@
 //! reader joining a child table on `_etl_parent_key = _etl_key` sees each
 //! current row with exactly its own version's child rows.
 //!
-//! The child rows of a version that left go after that commit, each child
-//! table's in one commit of its own ([`KeyedTable::take_out`]): found by
+//! The child rows of a version that left go after that commit, beside the
+//! next load, each child table's in one commit of its own
+//! ([`KeyedTable::take_out`]; [`Typed::settle`] waits for them): found by
 //! walking the version's text again (a child row's key comes from its
 //! parent's and its place in its list). Only those of a version strictly
 //! older than what replaced or deleted it go: such a version never comes
@@ -31,6 +32,8 @@
 use deltalake::parquet::bloom_filter::Sbbf;
 use etl_core::content::typed::{update_micros, Cell, Misfit, RowKeys, RowWriter};
 use etl_core::content::write::merge::{key_of, weigh, Change, Gone, Held, Version as Weighed};
+use std::sync::Arc;
+use tracing::Instrument;
 
 use super::*;
 use crate::deleted::Deletion;
@@ -106,7 +109,7 @@ impl Typed {
         };
         let tables: Vec<&KeyedTable> = parts
             .iter()
-            .map(|&(at, ..)| &state.children[state.schema.tables()[at].name()])
+            .map(|&(at, ..)| &*state.children[state.schema.tables()[at].name()])
             .collect();
         let base = grows.as_ref().map(|g| g.base.as_str());
         // Every table's files written at once, the resource's too.
@@ -220,7 +223,7 @@ impl Typed {
                         refused: std::mem::take(&mut keyed.refused),
                     };
                     let merged = self.committed(&mut state, (&records, encoded), ready, merged);
-                    self.take_out_children(&mut state, &texts).await;
+                    self.take_out_children(&mut state, texts).await;
                     return Ok(merged);
                 }
                 // Kept for the next attempt only where it grows nothing:
@@ -555,42 +558,60 @@ fn child_keys(schema: &Schema, texts: &[(String, String)]) -> HashMap<String, Ha
 }
 
 impl Typed {
-    /// Takes the child rows of the versions `texts` (content key, text:
-    /// rows that left the resource's table for good) out of their child
-    /// tables, each table in one commit, the tables at once. Best effort:
-    /// a failure is logged, and the rows it leaves are joined to no
+    /// Starts taking the child rows of the versions `texts` (content key,
+    /// text: rows that left the resource's table for good) out of their
+    /// child tables, each table in one commit, the tables at once: beside
+    /// the next load, which waits only where it commits to the same table
+    /// (the last load's removal is waited for first, [`swept`]). Best
+    /// effort: a failure is logged, and the rows it leaves are joined to no
     /// current row.
-    async fn take_out_children(&self, state: &mut State, texts: &[(String, String)]) {
+    async fn take_out_children(&self, state: &mut State, texts: Vec<(String, String)>) {
+        swept(state).await;
         if texts.is_empty() {
             return;
         }
-        let mut tables = Vec::new();
-        for (name, keys) in child_keys(&state.schema, texts) {
-            let Some(at) = state.schema.tables().iter().position(|t| t.name() == name) else {
-                continue;
-            };
-            match self.child(state, at).await {
-                Ok(_) => tables.push((name, keys)),
-                Err(e) => {
-                    tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay: the table cannot be opened")
-                }
+        // Every child table open, so the task finds whichever holds them.
+        for at in 1..state.schema.tables().len() {
+            if let Err(e) = self.child(state, at).await {
+                let table = state.schema.tables()[at].name();
+                tracing::warn!(table, error = %e, "the child rows of replaced versions stay: the table cannot be opened");
+                return;
             }
         }
-        let children = &state.children;
-        let taken = join_all(
-            tables
-                .iter()
-                .map(|(name, keys)| children[name].take_out(keys)),
-        )
-        .await;
-        for ((name, _), taken) in tables.iter().zip(taken) {
-            match taken {
-                Ok(n) => {
-                    tracing::debug!(table = %name, rows = n, "took out the child rows of replaced versions")
+        let (schema, children) = (state.schema.clone(), state.children.clone());
+        let task = async move {
+            let mut tables = Vec::new();
+            for (name, keys) in child_keys(&schema, &texts) {
+                match children.get(&name) {
+                    Some(table) => tables.push((name, Arc::clone(table), keys)),
+                    None => {
+                        tracing::debug!(table = %name, "no such child table: nothing to take out")
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay, joined to no current row")
+            }
+            let taken = join_all(tables.iter().map(|(_, table, keys)| table.take_out(keys))).await;
+            for ((name, ..), taken) in tables.iter().zip(taken) {
+                match taken {
+                    Ok(n) => {
+                        tracing::debug!(table = %name, rows = n, "took out the child rows of replaced versions")
+                    }
+                    Err(e) => {
+                        tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay, joined to no current row")
+                    }
                 }
+            }
+        };
+        state.sweeping = Some(tokio::spawn(task.in_current_span()));
+    }
+}
+
+/// Waits for the removal of child rows [`Typed::take_out_children`] left
+/// running, if one is.
+pub(super) async fn swept(state: &mut State) {
+    if let Some(task) = state.sweeping.take() {
+        if let Err(e) = task.await {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
             }
         }
     }
