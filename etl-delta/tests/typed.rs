@@ -930,6 +930,9 @@ async fn four_writers_merging_one_table_at_once_keep_each_keys_newest_version_on
     let want: Vec<(i64, String)> = (0..40).map(|k| (k, format!("{k} by {}", k % 4))).collect();
     assert_eq!(rows, want, "each key once, its newest version");
     assert_eq!(joined, want, "each row with its own version's child row");
+    // Every other version was older than its key's newest: its child row,
+    // put in by a writer that lost or replaced since, is gone.
+    assert_eq!(all_labels(&labels).len(), 40);
 }
 
 /// A version put in again by the same writer (at an equal update time, read

@@ -20,9 +20,11 @@
 //! back, whatever other writers do, as a row never goes back to an older
 //! version. A version replaced at an equal time (or without one) may come
 //! back, read again later, and finds its child rows where it left them.
-//! Until they go (and for good where a version may come back, or the
-//! writer was killed between the commits), such child rows are joined to
-//! no current row.
+//! A writer's version that lost its race to a strictly newer one after its
+//! child rows were in has them taken out the same way ([`lost`]). Until
+//! they go (and for good where a version may come back, or the writer was
+//! killed between the commits), such child rows are joined to no current
+//! row.
 //!
 //! A writer whose commit of the resource's table loses the race to
 //! another's weighs its records again against the winner's rows, so of two
@@ -179,6 +181,8 @@ impl Typed {
         let mut children = started(&mut state, &records);
         // A lost attempt's rows, its child rows in ([`Typed::ready_again`]).
         let mut last: Option<Ready> = None;
+        // The records whose child rows an attempt committed.
+        let mut children_in: HashSet<usize> = HashSet::new();
         for attempt in 0..MAX_RACES {
             if attempt > 0 {
                 // The last attempt's child rows may be in.
@@ -208,15 +212,23 @@ impl Typed {
             let Some(mut ready) = made else {
                 continue;
             };
+            children_in.extend(ready.fresh.iter().copied());
             let new_ids = ready.new_ids(encoded, &keyed.ids);
             let out = taken_out(&holders.held, &change, &new_ids, &deletions);
             let replaced = replaced_at(&ready, (encoded, &keyed), &deletions);
             let outdated = outdated(&holders.held, &out, &replaced);
+            let lost = lost(
+                &children_in,
+                &ready,
+                (encoded, &keyed),
+                (&holders.held, &replaced),
+            );
             let rewrite = ready
                 .commit(root, holders, (&out, &outdated), &new_ids)
                 .await?;
             match rewrite {
-                Rewrite::Done(texts) => {
+                Rewrite::Done(mut texts) => {
+                    texts.extend(lost);
                     let merged = Merged {
                         new: new_ids.len(),
                         deleted: taken,
@@ -521,6 +533,33 @@ fn outdated(
             out.contains(row) && matches!((old, newer), (Some(old), Some(new)) if *old < new)
         })
         .map(|(_, (row, _))| row.clone())
+        .collect()
+}
+
+/// The records of `encoded` whose child rows an attempt of this load
+/// committed (`children_in`) but whose versions do not go in (`ready`'s
+/// last attempt), strictly older than their key's row now (the version
+/// going in or the deletion, `replaced`; else the one `held`), as (content
+/// key, text): such a version never goes in, and its child rows go as a
+/// replaced version's do. (A version another writer put in is its key's
+/// row, at its own time: its child rows stay.)
+fn lost(
+    children_in: &HashSet<usize>,
+    ready: &Ready,
+    (encoded, keyed): (&[KeyedJson], &Keyed),
+    (held, replaced): (&Held, &HashMap<&str, Option<SystemTime>>),
+) -> Vec<(String, String)> {
+    children_in
+        .iter()
+        .filter(|&&i| !ready.landing.contains(encoded[i].key.as_str()))
+        .filter_map(|&i| {
+            let (id, at) = (keyed.ids[i].as_deref()?, keyed.times[i]?);
+            let now = match replaced.get(id) {
+                Some(&time) => time,
+                None => held.get(id)?.1,
+            }?;
+            (at < now).then(|| (encoded[i].key.clone(), encoded[i].json.clone()))
+        })
         .collect()
 }
 
