@@ -845,8 +845,8 @@ fn all_labels(labels: &Path) -> Vec<String> {
 /// The child rows of a version replaced by a strictly newer one, or deleted
 /// by a strictly newer deletion, leave their table after the commit that
 /// took the version out (by the time the sink settles), by whichever writer
-/// made it; those of a version
-/// replaced at an equal time stay (it may come back, read again later).
+/// made it; those of a version replaced at an equal time stay (it may come
+/// back, read again later).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs ETL_DELTA_PYTHON: a Python with deltalake"]
 async fn the_child_rows_of_a_version_replaced_by_a_newer_one_leave_their_table() {

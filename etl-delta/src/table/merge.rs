@@ -363,11 +363,7 @@ async fn read_holders(
 ) -> Result<(Vec<(DataFile, usize, Vec<String>)>, Held), EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
-    let read: Vec<_> = futures_util::stream::iter(state.index.may_hold(ids))
-        .map(|file| held_in(&store, file, &wanted, shown))
-        .buffered(READ_AHEAD)
-        .try_collect()
-        .await?;
+    let read = each_may_hold(state, ids, |file| held_in(&store, file, &wanted, shown)).await?;
     let mut files = Vec::new();
     let mut held = Held::new();
     for (file, rows, keys, of_file) in read {
@@ -378,6 +374,25 @@ async fn read_holders(
         }
     }
     Ok((files, held))
+}
+
+/// `read` of each file of `state`'s table whose filters may hold any of
+/// `keys`, [`READ_AHEAD`] files at a time (each a round trip or more on
+/// object storage).
+async fn each_may_hold<R, F, Fut>(
+    state: &State,
+    keys: &[String],
+    read: F,
+) -> Result<Vec<R>, EtlError>
+where
+    F: Fn(DataFile) -> Fut,
+    Fut: std::future::Future<Output = Result<R, EtlError>>,
+{
+    futures_util::stream::iter(state.index.may_hold(keys))
+        .map(read)
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await
 }
 
 /// One file's rows of the keys `wanted`: the file, its count of rows, the
@@ -412,11 +427,7 @@ async fn holding(
 ) -> Result<Vec<(DataFile, usize, Vec<String>)>, EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = keys.iter().map(String::as_str).collect();
-    let read: Vec<_> = futures_util::stream::iter(state.index.may_hold(keys))
-        .map(|file| keys_in(&store, file, &wanted, shown))
-        .buffered(READ_AHEAD)
-        .try_collect()
-        .await?;
+    let read = each_may_hold(state, keys, |file| keys_in(&store, file, &wanted, shown)).await?;
     // A file without any: a filter's false positive.
     Ok(read
         .into_iter()

@@ -169,25 +169,18 @@ impl Typed {
         (rows, encoded): (&[T], &[KeyedJson]),
         mut keyed: Keyed,
     ) -> Result<Merged, EtlError> {
-        let shown = &self.at.shown;
-        let deleted = self.deleted.as_ref().ok_or_else(|| {
-            EtlError::InvalidInput(format!(
-                "Delta table {shown}: a merge into a family not opened for merge"
-            ))
-        })?;
+        let deleted = self.deletions()?;
         // Under the family's lock: this process's loads merge one at a time.
         let mut state = self.state.lock().await;
         let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
-        let mut children = started(&mut state, &records);
+        let first = started(&mut state, &records);
         // A lost attempt's rows, its child rows in ([`Typed::ready_again`]).
         let mut last: Option<Ready> = None;
         // The records whose child rows an attempt committed.
         let mut children_in: HashSet<usize> = HashSet::new();
         for attempt in 0..MAX_RACES {
-            if attempt > 0 {
-                // The last attempt's child rows may be in.
-                children = Known::Nothing;
-            }
+            // After the first, the last attempt's child rows may be in.
+            let children = if attempt == 0 { first } else { Known::Nothing };
             let holders = root.holders(&keyed.distinct).await?;
             let gone = deleted.gone(&keyed.distinct).await?;
             let Weighing {
@@ -199,7 +192,7 @@ impl Typed {
             // Remembered before the rows leave: a reader of the resource's
             // table, then of the deletions, never misses one.
             deleted.remember(&deletions).await?;
-            let made = self
+            let Some(mut ready) = self
                 .ready_again(
                     root,
                     &mut state,
@@ -208,35 +201,32 @@ impl Typed {
                     (fresh, &keyed.ids),
                     children,
                 )
-                .await?;
-            let Some(mut ready) = made else {
+                .await?
+            else {
                 continue;
             };
             children_in.extend(ready.fresh.iter().copied());
             let new_ids = ready.new_ids(encoded, &keyed.ids);
-            let out = taken_out(&holders.held, &change, &new_ids, &deletions);
-            let replaced = replaced_at(&ready, (encoded, &keyed), &deletions);
-            let outdated = outdated(&holders.held, &out, &replaced);
-            let lost = lost(
-                &children_in,
-                &ready,
+            let leaving = Leaving::of(
+                (&ready, &new_ids, &children_in),
+                (&holders.held, &change, &deletions),
                 (encoded, &keyed),
-                (&holders.held, &replaced),
             );
             let rewrite = ready
-                .commit(root, holders, (&out, &outdated), &new_ids)
+                .commit(root, holders, (&leaving.out, &leaving.outdated), &new_ids)
                 .await?;
             match rewrite {
                 Rewrite::Done(mut texts) => {
-                    texts.extend(lost);
+                    texts.extend(leaving.lost);
                     let merged = Merged {
                         new: new_ids.len(),
                         deleted: taken,
                         refused: std::mem::take(&mut keyed.refused),
                     };
-                    let merged = self.committed(&mut state, (&records, encoded), ready, merged);
-                    self.take_out_children(&mut state, texts).await;
-                    return Ok(merged);
+                    let done = (ready, texts);
+                    return Ok(self
+                        .committed(&mut state, (&records, encoded), done, merged)
+                        .await);
                 }
                 // Kept for the next attempt only where it grows nothing:
                 // growth is weighed against the schema anew.
@@ -248,12 +238,29 @@ impl Typed {
                 Rewrite::Moved => state.stored.clear(),
             }
         }
+        Err(self.gave_up(root, last).await)
+    }
+
+    /// Ends a merge that lost its commit race every time: the last
+    /// attempt's new rows' files, if kept, deleted.
+    async fn gave_up(&self, root: &KeyedTable, last: Option<Ready>) -> EtlError {
         if let Some(earlier) = last {
             root.discard(Some(Staged::written(earlier.new))).await;
         }
-        Err(EtlError::Network(format!(
-            "Delta table {shown}: lost the merge's commit race {MAX_RACES} times in a row to other writers"
-        )))
+        EtlError::Network(format!(
+            "Delta table {}: lost the merge's commit race {MAX_RACES} times in a row to other writers",
+            self.at.shown
+        ))
+    }
+
+    /// The family's remembered deletions: a merge family's.
+    fn deletions(&self) -> Result<&Deleted, EtlError> {
+        self.deleted.as_ref().ok_or_else(|| {
+            EtlError::InvalidInput(format!(
+                "Delta table {}: a merge into a family not opened for merge",
+                self.at.shown
+            ))
+        })
     }
 
     /// Each record's primary key, deletion mark and time, on the keys the
@@ -427,14 +434,16 @@ impl Ready {
 }
 
 impl Typed {
-    /// Notes a merge's committed load in the family's state (its records
-    /// finished and put in, its schema growth stored) and returns what it
-    /// did, `merged` with the rejects of a frozen schema added.
-    fn committed(
+    /// Notes a merge's committed load `ready` in the family's state (its
+    /// records finished and put in, its schema growth stored), starts
+    /// taking out the child rows of the versions `texts` that left, and
+    /// returns what it did, `merged` with the rejects of a frozen schema
+    /// added.
+    async fn committed(
         &self,
         state: &mut State,
         (records, encoded): (&[&str], &[KeyedJson]),
-        ready: Ready,
+        (ready, texts): (Ready, Vec<(String, String)>),
         mut merged: Merged,
     ) -> Merged {
         for k in records {
@@ -453,6 +462,7 @@ impl Typed {
             state.schema.set_exists(true);
         }
         merged.refused.extend(ready.frozen);
+        self.take_out_children(state, texts).await;
         merged
     }
 }
@@ -500,6 +510,37 @@ fn taken_out(
         .filter(|(id, (row, _))| leaving.contains(id.as_str()) && replaced.contains(row.as_str()))
         .map(|(_, (row, _))| row.clone())
         .collect()
+}
+
+/// What an attempt's commit takes out of the resource's table, and the
+/// versions whose child rows go after it.
+struct Leaving {
+    /// The content keys of the held rows that leave ([`taken_out`]).
+    out: HashSet<String>,
+    /// Those of them strictly older than what replaced them ([`outdated`]).
+    outdated: HashSet<String>,
+    /// The page's versions whose child rows went in but that lost
+    /// ([`lost`]), as (content key, text).
+    lost: Vec<(String, String)>,
+}
+
+impl Leaving {
+    /// What the attempt `ready` (its new rows' keys `new_ids`; the records
+    /// whose child rows any attempt committed, `children_in`) takes out of
+    /// the rows `held`, as the page's `change` and `deletions` say.
+    fn of<'a>(
+        (ready, new_ids, children_in): (&Ready, &[&str], &HashSet<usize>),
+        (held, change, deletions): (&Held, &Change<'_>, &[Deletion<'a>]),
+        (encoded, keyed): (&[KeyedJson], &'a Keyed),
+    ) -> Self {
+        let out = taken_out(held, change, new_ids, deletions);
+        let replaced = replaced_at(ready, (encoded, keyed), deletions);
+        Leaving {
+            outdated: outdated(held, &out, &replaced),
+            lost: lost(children_in, ready, (encoded, keyed), (held, &replaced)),
+            out,
+        }
+    }
 }
 
 /// When each primary key's row was replaced or deleted by a page: the
