@@ -150,28 +150,14 @@ impl KeyedTable {
             return Ok(Rewrite::Done(texts));
         }
         let metadata = state.metadata_of(grown, shown)?;
-        let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
-        match state.commit(&adds, &removes, metadata).await {
-            Ok(()) => {
-                let key = self.columns.key();
-                state
-                    .note_rewrite(&removes, (&new, ids), rewritten, (key, shown))
-                    .await?;
-                Ok(Rewrite::Done(texts))
-            }
-            Err(e) if lost_race(&e) => {
-                // The files written again are of the rows read before the
-                // race: written again from the winner's, if at all. The new
-                // rows' files may serve the next attempt as they are.
-                discard(&store, Some(Staged::written(rewritten))).await;
-                tracing::debug!(table = shown, error = %e, "lost a merge's commit race; weighing the page again");
-                state.catch_up(&self.columns, shown).await?;
-                Ok(Rewrite::Lost(new))
-            }
-            Err(e) => {
-                discard(&store, Some(Staged::written(adds))).await;
-                Err(from_delta(e, "committing", shown))
-            }
+        let written = (new.as_slice(), ids, rewritten);
+        match state
+            .commit_rewrite(written, (&removes, metadata), (&self.columns, shown))
+            .await?
+        {
+            true => Ok(Rewrite::Done(texts)),
+            // The new rows' files may serve the next attempt as they are.
+            false => Ok(Rewrite::Lost(new)),
         }
     }
 }
@@ -216,23 +202,12 @@ impl KeyedTable {
             } = state
                 .without(files, (keys, &no_texts), (&schema, &self.columns), shown)
                 .await?;
-            let store = state.table.object_store();
-            match state.commit(&rewritten, &removes, None).await {
-                Ok(()) => {
-                    let key = self.columns.key();
-                    state
-                        .note_rewrite(&removes, (&[], &[]), rewritten, (key, shown))
-                        .await?;
-                    return Ok(held);
-                }
-                Err(e) if lost_race(&e) => {
-                    discard(&store, Some(Staged::written(rewritten))).await;
-                    state.catch_up(&self.columns, shown).await?;
-                }
-                Err(e) => {
-                    discard(&store, Some(Staged::written(rewritten))).await;
-                    return Err(from_delta(e, "committing", shown));
-                }
+            let written = (&[][..], &[][..], rewritten);
+            if state
+                .commit_rewrite(written, (&removes, None), (&self.columns, shown))
+                .await?
+            {
+                return Ok(held);
             }
         }
         Err(EtlError::Network(format!(
@@ -324,6 +299,40 @@ impl State {
             &mut *found.lock().unwrap_or_else(|e| e.into_inner()),
         ));
         Ok(done)
+    }
+
+    /// Commits a rewrite: the new rows' files `new` (of the keys `ids`),
+    /// the files `rewritten`, the `removes` and `metadata`; then brings
+    /// the key index to it (`true`). A commit that loses its race to
+    /// another writer's deletes the files written again (they are of the
+    /// rows read before the race) and reads the winners' commits
+    /// (`false`); any other failure deletes every file.
+    async fn commit_rewrite(
+        &mut self,
+        (new, ids, rewritten): (&[Add], &[&str], Vec<Add>),
+        (removes, metadata): (&[Remove], Option<Metadata>),
+        (columns, shown): (&Columns, &str),
+    ) -> Result<bool, EtlError> {
+        let store = self.table.object_store();
+        let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
+        match self.commit(&adds, removes, metadata).await {
+            Ok(()) => {
+                let key = columns.key();
+                self.note_rewrite(removes, (new, ids), rewritten, (key, shown))
+                    .await?;
+                Ok(true)
+            }
+            Err(e) if lost_race(&e) => {
+                discard(&store, Some(Staged::written(rewritten))).await;
+                tracing::debug!(table = shown, error = %e, "lost a rewrite's commit race; reading the winner's");
+                self.catch_up(columns, shown).await?;
+                Ok(false)
+            }
+            Err(e) => {
+                discard(&store, Some(Staged::written(adds))).await;
+                Err(from_delta(e, "committing", shown))
+            }
+        }
     }
 
     /// Brings the key index to a committed rewrite: the files `removes`
