@@ -174,7 +174,10 @@ impl DeltaSink {
     /// again without those rows, and adds its new rows, after its child
     /// rows' commits; then the child rows of each version it took out for a
     /// strictly newer one (or a strictly newer deletion) leave their
-    /// tables, one commit a child table. Deletions are remembered in the
+    /// tables, one commit a child table. A note written before the commit
+    /// (in the table's hidden `_etl_pending/`) names those versions, so
+    /// that opening a merge family finishes a removal that a process killed
+    /// between the commits left. Deletions are remembered in the
     /// table `<location>_deleted`. A writer that loses the race for a
     /// commit weighs its load again against the winner's rows.
     ///

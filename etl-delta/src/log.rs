@@ -31,7 +31,14 @@ pub(crate) struct Entry<'a> {
     /// overwrite (a replace's switch), not an append.
     pub removes: &'a [Remove],
     pub metadata: Option<Metadata>,
+    /// The token of a merge's note of child rows to remove, written in
+    /// the entry's `commitInfo` (as [`NOTE_KEY`]): the entry is what makes
+    /// the note due ([`crate::typed::pending`]).
+    pub note: Option<&'a str>,
 }
+
+/// The `commitInfo` field of an entry that makes a merge's note due.
+pub(crate) const NOTE_KEY: &str = "etl.pendingRemoval";
 
 /// Writes `entry` and the shared `txn` as the log entry of `version`.
 /// Fails with `VersionAlreadyExists` when another writer's entry holds
@@ -46,6 +53,7 @@ pub(crate) async fn append(
         adds,
         removes,
         metadata,
+        note,
     } = entry;
     let mut actions: Vec<Action> = metadata.map(Action::Metadata).into_iter().collect();
     actions.extend(removes.iter().cloned().map(Action::Remove));
@@ -59,7 +67,11 @@ pub(crate) async fn append(
         partition_by: None,
         predicate: None,
     };
-    let bytes = CommitData::new(actions, operation, HashMap::new(), vec![txn]).get_bytes()?;
+    let info: HashMap<String, serde_json::Value> = note
+        .map(|token| (NOTE_KEY.to_owned(), token.into()))
+        .into_iter()
+        .collect();
+    let bytes = CommitData::new(actions, operation, info, vec![txn]).get_bytes()?;
     let operation_id = uuid::Uuid::new_v4();
     // As delta-rs commits: a store with a conditional put takes the bytes;
     // any other (S3 with a lock table, say) renames a temporary file into
@@ -148,6 +160,43 @@ pub(crate) async fn changes_since(
         }
     }
     Ok(Some(changes))
+}
+
+/// The entry after `known` up to `latest` whose `commitInfo` holds the
+/// note `token` ([`Entry::note`]): the data files it removed. `None` when
+/// no entry holds it, or one cannot be read (cleaned up past a
+/// checkpoint).
+pub(crate) async fn noted(
+    log_store: &dyn LogStore,
+    known: Version,
+    latest: Version,
+    token: &str,
+) -> Result<Option<Vec<DataFile>>, DeltaTableError> {
+    for version in known + 1..=latest {
+        let Some(bytes) = log_store.read_commit_entry(version).await? else {
+            return Ok(None);
+        };
+        // Tokens are UUIDs: a plain search finds only the entry's own.
+        if !String::from_utf8_lossy(&bytes).contains(token) {
+            continue;
+        }
+        let mut removed = Vec::new();
+        for line in bytes.split(|&b| b == b'\n') {
+            let Ok(Line {
+                remove: Some(remove),
+                ..
+            }) = serde_json::from_slice::<Line>(line)
+            else {
+                continue;
+            };
+            if let Ok(path) = Path::from_url_path(&remove.path) {
+                let size = u64::try_from(remove.size.unwrap_or(0)).unwrap_or(0);
+                removed.push(DataFile { path, size });
+            }
+        }
+        return Ok(Some(removed));
+    }
+    Ok(None)
 }
 
 /// One line of a log entry: the actions an append needs to know of, any

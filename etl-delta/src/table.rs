@@ -295,7 +295,7 @@ impl KeyedTable {
                 )
                 .await?;
             let at = state.version;
-            match state.commit(&adds, &[], metadata).await {
+            match state.commit(&adds, &[], metadata, None).await {
                 Ok(()) => {
                     state.note_written(&adds, keys, &fresh);
                     return Ok(Some(fresh.len()));
@@ -424,7 +424,7 @@ impl KeyedTable {
                 .iter()
                 .map(|f| f.remove_action(true))
                 .collect();
-            match state.commit(adds, &removes, metadata).await {
+            match state.commit(adds, &removes, metadata, None).await {
                 Ok(()) => {
                     state.settle().await;
                     return Ok(());
@@ -750,14 +750,16 @@ impl State {
         Ok(())
     }
 
-    /// Commits `adds` and `removes` (and `metadata`, a new schema) with the
-    /// next version of the shared `txn` as the version after
+    /// Commits `adds` and `removes` (and `metadata`, a new schema; `note`,
+    /// the token of a merge's note the commit makes due, [`log::Entry`])
+    /// with the next version of the shared `txn` as the version after
     /// [`State::version`], and writes a checkpoint where one is due.
     async fn commit(
         &mut self,
         adds: &[Add],
         removes: &[Remove],
         metadata: Option<Metadata>,
+        note: Option<&str>,
     ) -> Result<(), DeltaTableError> {
         let log_store = self.table.log_store();
         let version = self.version + 1;
@@ -766,6 +768,7 @@ impl State {
             adds,
             removes,
             metadata: metadata.clone(),
+            note,
         };
         log::append(log_store.as_ref(), version, entry, txn).await?;
         self.version = version;

@@ -46,6 +46,7 @@ use crate::location::Location;
 use crate::table::{Basis, KeyedTable, Known, Staged};
 
 mod merge;
+mod pending;
 pub(crate) use merge::Keyed;
 
 /// The field metadata key of `_etl_row` in the resource's table that holds
@@ -81,6 +82,10 @@ pub(crate) struct Typed {
     /// child tables' go in, the resource's never comes.
     #[cfg(test)]
     killed_before_root: std::sync::atomic::AtomicBool,
+    /// A test's merge writer that stops as if killed between the resource
+    /// table's commit and the child rows' removal.
+    #[cfg(test)]
+    killed_before_children: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Typed {
@@ -297,7 +302,7 @@ impl Typed {
             Write::Merge(_) => Some(Deleted::beside(&at)?),
             _ => None,
         };
-        Ok(Typed {
+        let typed = Typed {
             at,
             stage: None,
             options,
@@ -305,7 +310,14 @@ impl Typed {
             deleted,
             #[cfg(test)]
             killed_before_root: std::sync::atomic::AtomicBool::new(false),
-        })
+            #[cfg(test)]
+            killed_before_children: std::sync::atomic::AtomicBool::new(false),
+        };
+        if typed.deleted.is_some() {
+            // What a merge writer killed between its commits left.
+            typed.sweep_notes(root, SystemTime::now()).await;
+        }
+        Ok(typed)
     }
 
     /// The newest time of the deletions a merge family remembers

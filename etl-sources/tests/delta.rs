@@ -991,7 +991,9 @@ async fn a_merge_into_delta_killed_mid_run_then_run_again_leaves_what_a_clean_ru
     let output = etl_run(&file, &table).output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
     let want: Vec<String> = (1..=12).map(|k| format!("{k} 20 new n1,n2")).collect();
-    assert_eq!(read_merged(&table).rows, want);
+    let read = read_merged(&table);
+    assert_eq!(read.rows, want);
+    assert_eq!(read.orphans, 0, "the old versions' labels are gone");
 }
 
 /// Four `etl run`s merging overlapping versions of the same keys into one

@@ -109,14 +109,15 @@ impl KeyedTable {
     /// `_etl_id`s are `ids`, of the columns `fields` (those the table lacks
     /// are added by the same commit, checked against `basis`). The texts
     /// of the rows of `out` also in `texts` are handed back with
-    /// [`Rewrite::Done`].
+    /// [`Rewrite::Done`]. The commit carries `note`, the token of the
+    /// merge's note of the child rows it makes due ([`crate::log::Entry`]).
     pub async fn rewrite(
         &self,
         holders: Holders,
         (out, texts): (&HashSet<String>, &HashSet<String>),
         (new, ids): (Vec<Add>, &[&str]),
-        fields: &[StructField],
-        basis: Basis<'_>,
+        (fields, basis): (&[StructField], Basis<'_>),
+        note: Option<&str>,
     ) -> Result<Rewrite, EtlError> {
         let shown = self.shown();
         let mut state = self.state.lock().await;
@@ -152,7 +153,7 @@ impl KeyedTable {
         let metadata = state.metadata_of(grown, shown)?;
         let written = (new.as_slice(), ids, rewritten);
         match state
-            .commit_rewrite(written, (&removes, metadata), (&self.columns, shown))
+            .commit_rewrite(written, (&removes, metadata, note), (&self.columns, shown))
             .await?
         {
             true => Ok(Rewrite::Done(texts)),
@@ -204,7 +205,7 @@ impl KeyedTable {
                 .await?;
             let written = (&[][..], &[][..], rewritten);
             if state
-                .commit_rewrite(written, (&removes, None), (&self.columns, shown))
+                .commit_rewrite(written, (&removes, None, None), (&self.columns, shown))
                 .await?
             {
                 return Ok(held);
@@ -213,6 +214,52 @@ impl KeyedTable {
         Err(EtlError::Network(format!(
             "Delta table {shown}: lost the commit race {MAX_RACES} times in a row to other writers"
         )))
+    }
+}
+
+impl Holders {
+    /// The version the rows were read at.
+    pub fn at(&self) -> Version {
+        self.at
+    }
+}
+
+impl KeyedTable {
+    /// The data files that the entry after version `known` carrying the
+    /// note `token` removed ([`crate::log::noted`]), looked for up to the
+    /// latest version; `None` when no entry carries it.
+    pub async fn noted(
+        &self,
+        known: Version,
+        token: &str,
+    ) -> Result<Option<Vec<DataFile>>, EtlError> {
+        let shown = self.shown();
+        let mut state = self.state.lock().await;
+        state.settle().await;
+        state.catch_up(&self.columns, shown).await?;
+        let log_store = state.table.log_store();
+        crate::log::noted(log_store.as_ref(), known, state.version, token)
+            .await
+            .map_err(|e| from_delta(e, "reading the log", shown))
+    }
+
+    /// The texts of the rows whose `_etl_key`s are `keys` in `files` (files
+    /// of this table, live or removed but not yet vacuumed), by key.
+    pub async fn texts_in_files(
+        &self,
+        files: &[DataFile],
+        keys: &HashSet<String>,
+    ) -> Result<Vec<(String, String)>, EtlError> {
+        let shown = self.shown();
+        let Some(text) = self.columns.text() else {
+            return Ok(Vec::new());
+        };
+        let store = self.store().await;
+        let mut found = Vec::new();
+        for file in files {
+            found.extend(texts_of(&store, file, (keys, text), shown).await?);
+        }
+        Ok(found)
     }
 }
 
@@ -302,7 +349,7 @@ impl State {
     }
 
     /// Commits a rewrite: the new rows' files `new` (of the keys `ids`),
-    /// the files `rewritten`, the `removes` and `metadata`; then brings
+    /// the files `rewritten`, the `removes`, `metadata` and `note`; then brings
     /// the key index to it (`true`). A commit that loses its race to
     /// another writer's deletes the files written again (they are of the
     /// rows read before the race) and reads the winners' commits
@@ -310,12 +357,12 @@ impl State {
     async fn commit_rewrite(
         &mut self,
         (new, ids, rewritten): (&[Add], &[&str], Vec<Add>),
-        (removes, metadata): (&[Remove], Option<Metadata>),
+        (removes, metadata, note): (&[Remove], Option<Metadata>, Option<&str>),
         (columns, shown): (&Columns, &str),
     ) -> Result<bool, EtlError> {
         let store = self.table.object_store();
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
-        match self.commit(&adds, removes, metadata).await {
+        match self.commit(&adds, removes, metadata, note).await {
             Ok(()) => {
                 let key = columns.key();
                 self.note_rewrite(removes, (new, ids), rewritten, (key, shown))

@@ -22,9 +22,10 @@
 //! back, read again later, and finds its child rows where it left them.
 //! A writer's version that lost its race to a strictly newer one after its
 //! child rows were in has them taken out the same way ([`lost`]). Until
-//! they go (and for good where a version may come back, or the writer was
-//! killed between the commits), such child rows are joined to no current
-//! row.
+//! they go (and for good where a version may come back), such child rows
+//! are joined to no current row. A note written before the commit says
+//! which go ([`super::pending`]): a writer killed between the commits leaves it,
+//! and the next merge of the family opened takes them out.
 //!
 //! A writer whose commit of the resource's table loses the race to
 //! another's weighs its records again against the winner's rows, so of two
@@ -37,6 +38,7 @@ use etl_core::content::write::merge::{key_of, weigh, Change, Gone, Held, Version
 use std::sync::Arc;
 use tracing::Instrument;
 
+use super::pending::Pending;
 use super::*;
 use crate::deleted::Deletion;
 use crate::table::{time_of, Holders, Rewrite, MAX_RACES};
@@ -178,6 +180,9 @@ impl Typed {
         let mut last: Option<Ready> = None;
         // The records whose child rows an attempt committed.
         let mut children_in: HashSet<usize> = HashSet::new();
+        // The note of the child rows the commit makes due, once one
+        // attempt had any ([`super::pending`]).
+        let mut note: Option<Pending> = None;
         for attempt in 0..MAX_RACES {
             // After the first, the last attempt's child rows may be in.
             let children = if attempt == 0 { first } else { Known::Nothing };
@@ -212,8 +217,14 @@ impl Typed {
                 (&holders.held, &change, &deletions),
                 (encoded, &keyed),
             );
+            let token = self.note(root, &mut note, holders.at(), &leaving).await?;
             let rewrite = ready
-                .commit(root, holders, (&leaving.out, &leaving.outdated), &new_ids)
+                .commit(
+                    root,
+                    holders,
+                    (&leaving.out, &leaving.outdated),
+                    (&new_ids, token.as_deref()),
+                )
                 .await?;
             match rewrite {
                 Rewrite::Done(mut texts) => {
@@ -223,7 +234,7 @@ impl Typed {
                         deleted: taken,
                         refused: std::mem::take(&mut keyed.refused),
                     };
-                    let done = (ready, texts);
+                    let done = (ready, texts, note);
                     return Ok(self
                         .committed(&mut state, (&records, encoded), done, merged)
                         .await);
@@ -238,7 +249,37 @@ impl Typed {
                 Rewrite::Moved => state.stored.clear(),
             }
         }
+        // No commit carried the note.
+        if let Some(note) = note {
+            note.remove().await;
+        }
         Err(self.gave_up(root, last).await)
+    }
+
+    /// Writes the note of the child rows an attempt's commit makes due,
+    /// where it takes any version out for good (or an earlier attempt's
+    /// note is there, to be brought to this attempt), and returns the token
+    /// the commit carries; the attempt read the resource's table `root` at
+    /// `at`.
+    async fn note(
+        &self,
+        root: &KeyedTable,
+        note: &mut Option<Pending>,
+        at: deltalake::kernel::Version,
+        leaving: &Leaving,
+    ) -> Result<Option<String>, EtlError> {
+        if note.is_none() && leaving.outdated.is_empty() && leaving.lost.is_empty() {
+            return Ok(None);
+        }
+        if note.is_none() {
+            *note = Some(Pending::new(root.store().await));
+        }
+        let Some(note) = note else {
+            return Ok(None);
+        };
+        note.write(at, &leaving.outdated, &leaving.lost, root.shown())
+            .await?;
+        Ok(Some(note.token().to_owned()))
     }
 
     /// Ends a merge that lost its commit race every time: the last
@@ -402,13 +443,13 @@ impl Ready {
     /// (the content keys of held rows leaving) out of the files `holders`
     /// read ([`KeyedTable::rewrite`]), and handing back the texts of those
     /// of them `outdated`; the new rows' files are handed back where the
-    /// race is lost.
+    /// race is lost. The commit carries the token of the merge's `note`.
     async fn commit(
         &mut self,
         root: &KeyedTable,
         holders: Holders,
         (out, outdated): (&HashSet<String>, &HashSet<String>),
-        new_ids: &[&str],
+        (new_ids, note): (&[&str], Option<&str>),
     ) -> Result<Rewrite, EtlError> {
         let base = self.grows.as_ref().map(|g| g.base.as_str());
         let new = std::mem::take(&mut self.new);
@@ -417,8 +458,8 @@ impl Ready {
             holders,
             (out, outdated),
             (new, new_ids),
-            &self.fields,
-            basis,
+            (&self.fields, basis),
+            note,
         )
         .await
     }
@@ -436,14 +477,14 @@ impl Ready {
 impl Typed {
     /// Notes a merge's committed load `ready` in the family's state (its
     /// records finished and put in, its schema growth stored), starts
-    /// taking out the child rows of the versions `texts` that left, and
-    /// returns what it did, `merged` with the rejects of a frozen schema
-    /// added.
+    /// taking out the child rows of the versions `texts` that left (then
+    /// deleting their `note`), and returns what it did, `merged` with the
+    /// rejects of a frozen schema added.
     async fn committed(
         &self,
         state: &mut State,
         (records, encoded): (&[&str], &[KeyedJson]),
-        (ready, texts): (Ready, Vec<(String, String)>),
+        (ready, texts, note): (Ready, Vec<(String, String)>, Option<Pending>),
         mut merged: Merged,
     ) -> Merged {
         for k in records {
@@ -462,7 +503,7 @@ impl Typed {
             state.schema.set_exists(true);
         }
         merged.refused.extend(ready.frozen);
-        self.take_out_children(state, texts).await;
+        self.take_out_children(state, texts, note).await;
         merged
     }
 }
@@ -642,24 +683,77 @@ impl Typed {
     /// text: rows that left the resource's table for good) out of their
     /// child tables, each table in one commit, the tables at once: beside
     /// the next load, which waits only where it commits to the same table
-    /// (the last load's removal is waited for first, [`swept`]). Best
-    /// effort: a failure is logged, and the rows it leaves are joined to no
-    /// current row.
-    async fn take_out_children(&self, state: &mut State, texts: Vec<(String, String)>) {
+    /// (the last load's removal is waited for first, [`swept`]). The
+    /// merge's `note` is deleted once every table's removal is in. Best
+    /// effort: a failure is logged, and the rows it leaves, joined to no
+    /// current row, are the next run's to take out (the note stays).
+    async fn take_out_children(
+        &self,
+        state: &mut State,
+        texts: Vec<(String, String)>,
+        note: Option<Pending>,
+    ) {
         swept(state).await;
-        if texts.is_empty() {
+        #[cfg(test)]
+        if self
+            .killed_before_children
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            // As a process killed here leaves it: the note stays.
             return;
         }
-        // Every child table open, so the task finds whichever holds them.
+        if texts.is_empty() {
+            if let Some(note) = note {
+                note.remove().await;
+            }
+            return;
+        }
+        let Some(removal) = self.removal(state, texts).await else {
+            return;
+        };
+        let task = async move {
+            if removal.await {
+                if let Some(note) = note {
+                    note.remove().await;
+                }
+            }
+        };
+        state.sweeping = Some(tokio::spawn(task.in_current_span()));
+    }
+
+    /// Takes the child rows of the versions `texts` out of their tables, as
+    /// [`Typed::take_out_children`] does, and waits for it: whether every
+    /// table's removal is in.
+    pub(super) async fn take_out_now(
+        &self,
+        state: &mut State,
+        texts: Vec<(String, String)>,
+    ) -> bool {
+        swept(state).await;
+        match self.removal(state, texts).await {
+            Some(removal) => removal.await,
+            None => false,
+        }
+    }
+
+    /// The removal of the child rows of the versions `texts`, every child
+    /// table opened first so that it finds whichever holds them; the
+    /// removal says whether every table's went in. `None` when a child
+    /// table cannot be opened.
+    async fn removal(
+        &self,
+        state: &mut State,
+        texts: Vec<(String, String)>,
+    ) -> Option<impl std::future::Future<Output = bool> + Send + 'static> {
         for at in 1..state.schema.tables().len() {
             if let Err(e) = self.child(state, at).await {
                 let table = state.schema.tables()[at].name();
                 tracing::warn!(table, error = %e, "the child rows of replaced versions stay: the table cannot be opened");
-                return;
+                return None;
             }
         }
         let (schema, children) = (state.schema.clone(), state.children.clone());
-        let task = async move {
+        Some(async move {
             let mut tables = Vec::new();
             for (name, keys) in child_keys(&schema, &texts) {
                 match children.get(&name) {
@@ -670,18 +764,20 @@ impl Typed {
                 }
             }
             let taken = join_all(tables.iter().map(|(_, table, keys)| table.take_out(keys))).await;
+            let mut all = true;
             for ((name, ..), taken) in tables.iter().zip(taken) {
                 match taken {
                     Ok(n) => {
                         tracing::debug!(table = %name, rows = n, "took out the child rows of replaced versions")
                     }
                     Err(e) => {
-                        tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay, joined to no current row")
+                        all = false;
+                        tracing::warn!(table = %name, error = %e, "the child rows of replaced versions stay, joined to no current row, until the next run")
                     }
                 }
             }
-        };
-        state.sweeping = Some(tokio::spawn(task.in_current_span()));
+            all
+        })
     }
 }
 
