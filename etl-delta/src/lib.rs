@@ -245,10 +245,11 @@ impl DeltaSink {
     /// sink ended by [`DeltaSink::abandon`] (a failed run) or dropped
     /// without its `finish` (a killed one) leaves the family as it was.
     /// `abandon` removes what it staged; what a dropped sink staged is no
-    /// table's, and the first replace of the family opened once nothing
-    /// was written in that sink's directory for an hour removes it (a
-    /// run's life is read from its files' times; Delta has no lock that
-    /// dies with a process).
+    /// table's, and the next replace of the family removes it: at once
+    /// where the sink's process is known to have ended (the directory
+    /// names it, and a replace on the same machine looks), else once
+    /// nothing was written in that directory for an hour (Delta has no
+    /// lock that dies with a process).
     ///
     /// The switch is one commit a table, the child tables first, then the
     /// resource's: Delta commits one table at a time, so a process killed

@@ -6,13 +6,15 @@
 //!
 //! Until its table's switch commits, a reader reads the old content whole;
 //! a run that fails or is killed before the switch leaves the family as it
-//! was, and its staged files are never part of a table: the first replace
-//! of the family once the dead run's stage has been still for an hour
-//! removes them ([`stage`]). Delta has no commit across tables: the switch
+//! was, and its staged files are never part of a table: the next replace
+//! of the family removes them, at once where the dead run's process is
+//! known to have ended (a run on the same machine), else once its stage
+//! has been still for an hour ([`stage`]). Delta has no commit across tables: the switch
 //! commits the child tables first, the deepest first, then the resource's,
 //! as a load does, so a run killed in the middle of its switch leaves some
 //! child tables new and the rest old until the next replace.
 
+mod owner;
 mod stage;
 
 use deltalake::kernel::{Add, StructField};
@@ -95,6 +97,9 @@ impl Replacing {
         let stage = Stage::new(&at)?;
         let columns = Columns::growing(fields, loader::RECORD_COLUMNS.len()).with_text(loader::ROW);
         let staging = KeyedTable::open(at.inside(stage.name())?, columns).await?;
+        // The stage names this run's process: a later run on this machine
+        // tells at once that a killed run's stage is dead.
+        stage.touch().await?;
         staging.keep_adds().await;
         let typed = Typed::open(&staging, at.inside(stage.name())?, options)
             .await?

@@ -603,35 +603,12 @@ fn unswitched_stages(table: &Path) -> usize {
         .count()
 }
 
-/// Makes every file under `table`'s replace stages `by` older, as if their
-/// runs had written nothing since.
-fn age_stages(table: &Path, by: Duration) {
-    fn walk(dir: &Path, when: std::time::SystemTime) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            if entry.file_type().unwrap().is_dir() {
-                walk(&entry.path(), when);
-            } else {
-                let file = std::fs::File::options()
-                    .write(true)
-                    .open(entry.path())
-                    .unwrap();
-                file.set_modified(when).unwrap();
-            }
-        }
-    }
-    let when = std::time::SystemTime::now() - by;
-    for stage in stage_dirs(table) {
-        walk(&stage, when);
-    }
-}
-
 /// `write = "replace"` into Delta: while the run stages, a reader reads
 /// the old content at the old version; at the end the table and its child
 /// table hold exactly the run's records; a run that fails, or is killed
 /// once it staged rows, leaves the old content; the failed run removes
-/// what it staged, a later replace what the killed run staged once it has
-/// been still for an hour; an empty run
-/// empties both tables; a full VACUUM then removes every staged file; the
+/// what it staged, the next replace what the killed run staged (its
+/// process ended, on this machine); an empty run empties both tables; a full VACUUM then removes every staged file; the
 /// table says how it is written, and a run that would append to it is
 /// refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -749,23 +726,16 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
     assert!(unswitched_stages(&labels) > 0);
 
     // A run that reads nothing empties both tables. The killed run's
-    // stage, fresh, might be a live run's: it stays.
+    // process has ended, which a run on this machine sees: its stage goes
+    // from both tables at once (one on another machine's waits out the
+    // lease, as etl-delta's own tests show).
     api.delay = Duration::ZERO;
     api.items.lock().unwrap().clear();
     let output = run_with(text.clone()).output().await.unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
     let empty = read_family(&table);
     assert_eq!((empty.rows, empty.labels), (0, 0), "{empty:?}");
-    assert_eq!(unswitched_stages(&table), 1, "a fresh stage stays");
-
-    // Still for more than an hour, it is a dead run's: the next replace
-    // removes it from both tables.
-    for at in [&table, &labels] {
-        age_stages(at, Duration::from_secs(2 * 3600));
-    }
-    let output = run_with(text.clone()).output().await.unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", common::text(&output));
-    assert_eq!(unswitched_stages(&table), 0);
+    assert_eq!(unswitched_stages(&table), 0, "the killed run's stage went");
     assert_eq!(unswitched_stages(&labels), 0);
 
     // A full VACUUM removes the files the later replaces removed from the

@@ -5,10 +5,14 @@
 //! own: [`Stage::remove`]).
 //!
 //! Delta has no session or lock that dies with its process, so a stage's
-//! life is read from its objects' times: the newest object in the
-//! resource table's stage (each page's commit writes there; the switch
-//! touches `_etl_alive` before its first commit and after each). A stage
-//! none of whose objects is newer than [`LEASE`] is a dead run's. Removing
+//! life is read from its objects: `_etl_alive` names the run's process
+//! ([`Owner`]), and a stage whose process is known to have ended (a run
+//! on the same machine looks) is a dead run's at once. Otherwise its life
+//! is read from its objects' times: the newest object in the resource
+//! table's stage (each page's commit writes there; the run touches
+//! `_etl_alive` once its staging table is made, before the switch's first
+//! commit and after each). A stage none of whose objects is newer than
+//! [`LEASE`] is a dead run's. Removing
 //! it takes two steps, so that a run that was only slow never commits
 //! files that are gone:
 //! - the sweeper puts `_etl_abandoned` in the stage, then lists the stage
@@ -40,6 +44,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::owner::Owner;
 use crate::errors::from_delta;
 use crate::keys::READ_AHEAD;
 use crate::location::Location;
@@ -49,8 +54,9 @@ use crate::location::Location;
 /// files of a replace once a later one removed them from the table.
 pub(crate) const PREFIX: &str = "etl-replacing-";
 
-/// How long a stage lives with no object written in it: past this, it is
-/// a dead run's, and the next replace of the family removes it.
+/// How long a stage whose process cannot be looked at (another machine's)
+/// lives with no object written in it: past this, it is a dead run's, and
+/// the next replace of the family removes it.
 pub(crate) const LEASE: Duration = Duration::from_secs(60 * 60);
 
 /// Touched by a run before its switch and after each of its commits.
@@ -125,11 +131,15 @@ impl Stage {
         Ok(())
     }
 
-    /// Says the run lives: the stage's newest object is now.
+    /// Says the run lives: the stage's newest object is now, and names this
+    /// process.
     pub async fn touch(&self) -> Result<(), EtlError> {
         let alive = Path::from(format!("{}/{ALIVE}", self.name));
+        let owner = Owner::current()
+            .and_then(|owner| serde_json::to_vec(&owner).ok())
+            .unwrap_or_default();
         self.root
-            .put(&alive, Vec::new().into())
+            .put(&alive, owner.into())
             .await
             .map(drop)
             .map_err(failed("writing to the replace's stage", &self.family))
@@ -241,6 +251,8 @@ struct Life {
     logged: bool,
     /// When its newest object but the mark was written (ms since 1970).
     newest_ms: i64,
+    /// Its `_etl_alive` names a process known to have ended.
+    ended: bool,
 }
 
 impl Life {
@@ -256,6 +268,7 @@ impl Life {
             return Ok(Life {
                 logged: false,
                 newest_ms: i64::MIN,
+                ended: false,
             });
         }
         let objects = list(store, &Path::from(name), at).await?;
@@ -263,7 +276,18 @@ impl Life {
         // An entry, not a directory: a local log emptied by a switch that
         // was cut off before the directory went is no log.
         let entries = format!("{log}/");
+        let alive = Path::from(format!("{name}/{ALIVE}"));
+        let ended = match store.get(&alive).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Owner>(&bytes).ok())
+                .is_some_and(|owner| owner.gone()),
+            Err(_) => false,
+        };
         Ok(Life {
+            ended,
             logged: objects
                 .iter()
                 .any(|o| o.location.as_ref().starts_with(&entries)),
@@ -276,8 +300,12 @@ impl Life {
         })
     }
 
-    /// A stage not switched whose newest object is older than the lease.
+    /// A stage not switched whose process ended, or whose newest object is
+    /// older than the lease.
     fn dead(&self, now: SystemTime) -> bool {
+        if self.logged && self.ended {
+            return true;
+        }
         let now_ms = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -525,6 +553,28 @@ mod tests {
             .path()
             .join("items/etl-replacing-a/part-1.parquet")
             .exists());
+    }
+
+    /// A stage whose `_etl_alive` names a process of this machine that
+    /// ended is a dead run's at once; one naming a running process (this
+    /// one) stays within the lease.
+    #[tokio::test]
+    async fn a_stage_whose_process_ended_goes_at_once() {
+        let Some(ended) = super::super::owner::ended() else {
+            return; // No /proc here: only the lease tells.
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let items = family(dir.path());
+        let run = stage_of(&items, "etl-replacing-a");
+        run.touch().await.unwrap();
+        assert_eq!(sweep(&items, SystemTime::now()).await.unwrap(), 0);
+        assert!(dir.path().join("items/etl-replacing-a").exists());
+
+        let alive = dir.path().join("items/etl-replacing-a").join(ALIVE);
+        std::fs::write(&alive, serde_json::to_vec(&ended).unwrap()).unwrap();
+        assert_eq!(sweep(&items, SystemTime::now()).await.unwrap(), 1);
+        assert!(!dir.path().join("items/etl-replacing-a").exists());
+        assert!(!dir.path().join("items__labels/etl-replacing-a").exists());
     }
 
     #[tokio::test]
