@@ -837,14 +837,18 @@ mod tests {
     use serde_json::{json, Value};
     use std::sync::atomic::Ordering;
 
-    /// A JSON record known by its `id`.
+    /// A JSON record known by its `id`, updated at its `updated_at` (if
+    /// any).
     #[derive(serde::Serialize)]
     #[serde(transparent)]
-    struct Doc(Value);
+    pub(super) struct Doc(pub Value);
 
     impl Record for Doc {
         fn record_id(&self) -> Option<String> {
             self.0.get("id").map(|id| id.to_string())
+        }
+        fn updated_at(&self) -> Option<String> {
+            self.0.get("updated_at")?.as_str().map(str::to_owned)
         }
     }
 

@@ -54,6 +54,18 @@ pub(crate) struct Merged {
     pub refused: Vec<Reject>,
 }
 
+impl Merged {
+    /// `new` rows inserted and `deleted` taken out, with the records
+    /// `keyed` refused.
+    fn of(new: usize, deleted: usize, keyed: &mut Keyed) -> Self {
+        Merged {
+            new,
+            deleted,
+            refused: std::mem::take(&mut keyed.refused),
+        }
+    }
+}
+
 /// A page's records as a merge knows them ([`Typed::keyed`]): each one's
 /// primary key and whether it says it was deleted (`None`: it has no key,
 /// and is refused). Made before the write, beside the page before's.
@@ -176,13 +188,7 @@ impl Typed {
         let mut state = self.state.lock().await;
         let records: Vec<&str> = encoded.iter().map(|c| c.key.as_str()).collect();
         let first = started(&mut state, &records);
-        // A lost attempt's rows, its child rows in ([`Typed::ready_again`]).
-        let mut last: Option<Ready> = None;
-        // The records whose child rows an attempt committed.
-        let mut children_in: HashSet<usize> = HashSet::new();
-        // The note of the child rows the commit makes due, once one
-        // attempt had any ([`super::pending`]).
-        let mut note: Option<Pending> = None;
+        let mut carried = Carried::default();
         for attempt in 0..MAX_RACES {
             // After the first, the last attempt's child rows may be in.
             let children = if attempt == 0 { first } else { Known::Nothing };
@@ -201,7 +207,7 @@ impl Typed {
                 .ready_again(
                     root,
                     &mut state,
-                    last.take(),
+                    carried.last.take(),
                     (rows, encoded),
                     (fresh, &keyed.ids),
                     children,
@@ -210,14 +216,15 @@ impl Typed {
             else {
                 continue;
             };
-            children_in.extend(ready.fresh.iter().copied());
+            carried.children_in.extend(ready.fresh.iter().copied());
             let new_ids = ready.new_ids(encoded, &keyed.ids);
             let leaving = Leaving::of(
-                (&ready, &new_ids, &children_in),
+                (&ready, &new_ids, &carried.children_in),
                 (&holders.held, &change, &deletions),
                 (encoded, &keyed),
             );
-            let token = self.note(root, &mut note, holders.at(), &leaving).await?;
+            let at = holders.at();
+            let token = self.note(root, &mut carried.note, at, &leaving).await?;
             let rewrite = ready
                 .commit(
                     root,
@@ -227,14 +234,9 @@ impl Typed {
                 )
                 .await?;
             match rewrite {
-                Rewrite::Done(mut texts) => {
-                    texts.extend(leaving.lost);
-                    let merged = Merged {
-                        new: new_ids.len(),
-                        deleted: taken,
-                        refused: std::mem::take(&mut keyed.refused),
-                    };
-                    let done = (ready, texts, note);
+                Rewrite::Done(texts) => {
+                    let merged = Merged::of(new_ids.len(), taken, &mut keyed);
+                    let done = (ready, [texts, leaving.lost].concat(), carried.note);
                     return Ok(self
                         .committed(&mut state, (&records, encoded), done, merged)
                         .await);
@@ -243,17 +245,13 @@ impl Typed {
                 // growth is weighed against the schema anew.
                 Rewrite::Lost(new) if ready.grows.is_none() => {
                     ready.new = new;
-                    last = Some(ready);
+                    carried.last = Some(ready);
                 }
                 Rewrite::Lost(new) => root.discard(Some(Staged::written(new))).await,
                 Rewrite::Moved => state.stored.clear(),
             }
         }
-        // No commit carried the note.
-        if let Some(note) = note {
-            note.remove().await;
-        }
-        Err(self.gave_up(root, last).await)
+        Err(self.gave_up(root, carried).await)
     }
 
     /// Writes the note of the child rows an attempt's commit makes due,
@@ -284,9 +282,13 @@ impl Typed {
 
     /// Ends a merge that lost its commit race every time: the last
     /// attempt's new rows' files, if kept, deleted.
-    async fn gave_up(&self, root: &KeyedTable, last: Option<Ready>) -> EtlError {
-        if let Some(earlier) = last {
+    async fn gave_up(&self, root: &KeyedTable, carried: Carried) -> EtlError {
+        if let Some(earlier) = carried.last {
             root.discard(Some(Staged::written(earlier.new))).await;
+        }
+        // No commit carried the note.
+        if let Some(note) = carried.note {
+            note.remove().await;
         }
         EtlError::Network(format!(
             "Delta table {}: lost the merge's commit race {MAX_RACES} times in a row to other writers",
@@ -551,6 +553,18 @@ fn taken_out(
         .filter(|(id, (row, _))| leaving.contains(id.as_str()) && replaced.contains(row.as_str()))
         .map(|(_, (row, _))| row.clone())
         .collect()
+}
+
+/// What a merge's attempts carry from one to the next.
+#[derive(Default)]
+struct Carried {
+    /// A lost attempt's rows, its child rows in ([`Typed::ready_again`]).
+    last: Option<Ready>,
+    /// The records whose child rows an attempt committed.
+    children_in: HashSet<usize>,
+    /// The note of the child rows the commit makes due, once one attempt
+    /// had any ([`super::pending`]).
+    note: Option<Pending>,
 }
 
 /// What an attempt's commit takes out of the resource's table, and the

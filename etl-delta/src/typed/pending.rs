@@ -218,29 +218,16 @@ impl Typed {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::Doc;
     use super::*;
     use crate::columns::Columns;
     use crate::location::Location;
     use crate::DeltaSink;
     use etl_core::content::typed::{loader, SchemaOptions};
     use etl_core::content::write::{MergeKeys, Write};
-    use etl_core::{Record, Sink};
+    use etl_core::Sink;
     use serde_json::{json, Value};
     use std::sync::atomic::Ordering;
-
-    /// A JSON record known by its `id`, updated at its `updated_at`.
-    #[derive(serde::Serialize)]
-    #[serde(transparent)]
-    struct Doc(Value);
-
-    impl Record for Doc {
-        fn record_id(&self) -> Option<String> {
-            self.0.get("id").map(|id| id.to_string())
-        }
-        fn updated_at(&self) -> Option<String> {
-            self.0.get("updated_at")?.as_str().map(str::to_owned)
-        }
-    }
 
     fn version(id: i64, secs: u64, labels: &[&str]) -> Doc {
         let labels: Vec<Value> = labels.iter().map(|l| json!({"name": l})).collect();
