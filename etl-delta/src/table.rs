@@ -14,6 +14,7 @@
 //! sees any two appends racing as `ConcurrentTransaction`, not as blind
 //! appends free to pass each other.
 
+use buoyant_kernel::snapshot::Snapshot;
 use deltalake::arrow::array::{new_null_array, RecordBatch};
 use deltalake::arrow::error::ArrowError;
 use deltalake::checkpoints;
@@ -149,9 +150,8 @@ struct State {
     /// The version of the shared `txn` the next commit carries.
     next_txn: i64,
     /// The checkpoint being written, if one is: it runs beside the
-    /// writer's next work, and hands back the table read up to its
-    /// version ([`State::settle`]).
-    checkpointing: Option<JoinHandle<Option<DeltaTable>>>,
+    /// writer's next work ([`State::settle`]).
+    checkpointing: Option<JoinHandle<()>>,
     /// The files this writer committed, kept for a staging table's
     /// switch ([`KeyedTable::keep_adds`]); `None` for any other table.
     kept: Option<Vec<Add>>,
@@ -679,8 +679,10 @@ impl State {
 
     /// Writes `batch` as data files, not yet part of the table. Its
     /// columns may be more than the table's: a commit with a metaData
-    /// action adds them. The encoding runs on a task of its own, so that
-    /// several tables' files are encoded on as many cores.
+    /// action adds them. The encoding runs on a blocking thread of its
+    /// own, so that several tables' files are encoded on as many cores,
+    /// and the runtime's workers stay free for the I/O beside it (the
+    /// next page's fetch): an encode is milliseconds of CPU with no await.
     async fn write(
         &self,
         batch: RecordBatch,
@@ -713,8 +715,13 @@ impl State {
                 columns.text(),
                 (rows, group),
             ));
-        let written = tokio::spawn(
-            async move {
+        // The writer's API is async (its flush puts the file), so the
+        // blocking thread drives it on the runtime it came from.
+        let runtime = tokio::runtime::Handle::current();
+        let span = tracing::Span::current();
+        let written = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            runtime.block_on(async move {
                 let mut batches = std::pin::pin!(batches);
                 while let Some(batch) = futures_util::StreamExt::next(&mut batches).await {
                     writer
@@ -722,9 +729,8 @@ impl State {
                         .await?;
                 }
                 writer.flush().await
-            }
-            .in_current_span(),
-        );
+            })
+        });
         match written.await {
             Ok(adds) => adds.map_err(fail),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -784,8 +790,7 @@ impl State {
             // One checkpoint at a time (an earlier one is long done: they
             // are this many commits apart).
             self.settle().await;
-            let task = checkpoint(self.table.clone(), version).in_current_span();
-            self.checkpointing = Some(tokio::spawn(task));
+            self.checkpointing = Some(checkpoint(&self.table, version));
         }
         Ok(())
     }
@@ -798,10 +803,7 @@ impl State {
             return;
         };
         match pending.await {
-            // The table read up to the checkpoint's version: the next
-            // refresh reads the log from there.
-            Ok(Some(table)) if table.version() > self.table.version() => self.table = table,
-            Ok(_) => {}
+            Ok(()) => {}
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled: the runtime is shutting down.
             Err(e) => tracing::warn!(error = %e, "a Delta checkpoint was not written"),
@@ -809,25 +811,55 @@ impl State {
     }
 }
 
-/// Writes the checkpoint of `version` and removes the log entries past
-/// the table's retention, as Delta writers do every so many commits, so
-/// that readers (and this writer's next open) read one file, not the whole
-/// log; returns the table read up to `version`. The commit is in already:
-/// a checkpoint that fails is only a slower read, and is logged, not
-/// returned.
-async fn checkpoint(mut table: DeltaTable, version: Version) -> Option<DeltaTable> {
-    let done = async {
-        table.update_incremental(Some(version)).await?;
-        checkpoints::create_checkpoint(&table, None).await?;
-        checkpoints::cleanup_metadata(&table, None).await
-    };
-    match done.await {
-        Ok(_) => Some(table),
-        Err(e) => {
-            tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
-            None
+/// Starts writing the checkpoint of `version` and removing the log entries
+/// past the table's retention, as Delta writers do every so many commits,
+/// so that readers (and this writer's next open) read one file, not the
+/// whole log. The commit is in already: a checkpoint that fails is only a
+/// slower read, and is logged, not returned.
+///
+/// The kernel reads the log at `version` itself (delta-rs's own
+/// checkpoint wants the table read into its state at that version first,
+/// which read the log a second time), on a blocking thread: writing it is
+/// CPU work that would otherwise hold a runtime worker, and with it the
+/// I/O of the load beside it, for tens of milliseconds.
+fn checkpoint(table: &DeltaTable, version: Version) -> JoinHandle<()> {
+    let log_store = table.log_store();
+    // The engine takes the runtime it is made on, so it is made here.
+    let engine = log_store.engine(None);
+    let root = log_store.config().location().clone();
+    let retention = table
+        .snapshot()
+        .map(|s| s.table_config().log_retention_duration())
+        .unwrap_or(std::time::Duration::from_secs(30 * 24 * 3600));
+    let written = tokio::task::spawn_blocking(move || {
+        Snapshot::builder_for(root.as_str())
+            .at_version(version)
+            .build(engine.as_ref())
+            .and_then(|snapshot| snapshot.checkpoint(engine.as_ref(), None))
+            .map(|_| ())
+    });
+    let cleaned = async move {
+        match written.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
+                return;
+            }
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => {
+                tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
+                return;
+            }
         }
-    }
+        let now = crate::columns::micros(std::time::SystemTime::now()).unwrap_or(0) / 1000;
+        let cutoff = now.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
+        if let Err(e) =
+            checkpoints::cleanup_expired_logs_for(version, log_store.as_ref(), cutoff, None).await
+        {
+            tracing::warn!(version, error = %e, "expired Delta log entries were not removed");
+        }
+    };
+    tokio::spawn(cleaned.in_current_span())
 }
 
 /// The schema of the table at `location`, read and nothing made; `None`
