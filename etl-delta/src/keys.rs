@@ -38,6 +38,11 @@ use crate::filter::{KeyFilter, KeyHash};
 /// probes, and a filter costs about four bytes a key.
 const FPP: f64 = 1e-5;
 
+/// The most rows of a file written without a page index
+/// ([`writer_properties`]): a load of a page or a few, whose columns come
+/// to a data page or two each (Parquet's pages hold up to 1 MB).
+const ONE_PAGE_ROWS: usize = 4_096;
+
 /// The most rows a row group of a load's file holds: a reader (a merge
 /// rewriting a file it takes a row out of) and this writer hold one row
 /// group's columns at a time, so a file of a large load costs a row group
@@ -91,6 +96,12 @@ pub(crate) struct KeyIndex {
 /// column `text`, each entry's JSON text, is written plain for the same
 /// reason, and without statistics: no reader skips files by the least and
 /// greatest of a JSON text.
+///
+/// A file of at most [`ONE_PAGE_ROWS`] rows gets statistics per column
+/// chunk only, not per page: its columns are a page or two each, so a page
+/// index would repeat what the chunk's statistics (and the Delta log's,
+/// made from them) say, and computing it is a few percent of a typed
+/// load's CPU.
 pub(crate) fn writer_properties(
     key: &str,
     text: Option<&str>,
@@ -104,6 +115,9 @@ pub(crate) fn writer_properties(
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
         .set_column_bloom_filter_max_ndv(column, rows.clamp(1, group) as u64);
+    if rows <= ONE_PAGE_ROWS {
+        properties = properties.set_statistics_enabled(EnabledStatistics::Chunk);
+    }
     if let Some(text) = text {
         let text = ColumnPath::from(text);
         properties = properties
