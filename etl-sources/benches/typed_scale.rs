@@ -24,7 +24,8 @@
 //!   `ETL_BENCH_DLT_PYTHON` names a Python with
 //!   `dlt[deltalake,postgres]==1.31.0` (`benches/dlt_rest_api.py`, 3 runs).
 //!   `ETL_BENCH_ETL_BIN` names another `etl` binary to run instead of this
-//!   build's (an earlier release, for before and after in one sitting).
+//!   build's (an earlier release, for before and after in one sitting;
+//!   `benches/support/ab_etl.sh` runs several builds in turn on each call).
 //!   `ETL_BENCH_SERVER=python` serves the pages from Python's own
 //!   `http.server` (a process of its own, the files written first) rather
 //!   than from a wiremock server in this process: the same server for
