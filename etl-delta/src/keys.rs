@@ -33,10 +33,19 @@ use std::sync::Arc;
 use crate::errors::from_parquet;
 use crate::filter::{KeyFilter, KeyHash};
 
-/// The false-positive rate of every filter: a key probed against a
+/// The false-positive rate of every file's filter: a key probed against a
 /// thousand files hits a row group it is not in about once in a hundred
 /// probes, and a filter costs about four bytes a key.
 const FPP: f64 = 1e-5;
+
+/// The false-positive rate of the filter this writer keeps in memory of a
+/// file it wrote itself ([`KeyIndex::add_written`]; the file's own filter
+/// is at [`FPP`]). Each of a run's pages is looked up against every file
+/// the run wrote before it, so a hit that is not there (a read of that
+/// file's keys, and a wait on the store) came once or twice a page at
+/// `FPP` by the hundredth page; this costs eight bytes a key instead of
+/// four, for this process's files only.
+const OWN_FPP: f64 = 1e-7;
 
 /// The most rows of a file written without a page index
 /// ([`writer_properties`]): a load of a page or a few, whose columns come
@@ -176,7 +185,7 @@ impl KeyIndex {
 
     /// Records the file this process just committed, with the keys it holds.
     pub fn add_written(&mut self, file: DataFile, keys: &[&str]) {
-        let mut filter = filter_for(keys.len());
+        let mut filter = filter_for(keys.len(), OWN_FPP);
         for key in keys {
             filter.insert(*key);
         }
@@ -264,9 +273,9 @@ impl KeyIndex {
     }
 }
 
-/// An empty filter sized for `n` keys at [`FPP`].
-fn filter_for(n: usize) -> Sbbf {
-    Sbbf::new_with_ndv_fpp(n.max(1) as u64, FPP)
+/// An empty filter sized for `n` keys at `fpp`.
+fn filter_for(n: usize, fpp: f64) -> Sbbf {
+    Sbbf::new_with_ndv_fpp(n.max(1) as u64, fpp)
         .unwrap_or_else(|_| Sbbf::new_with_num_of_bytes(1 << 20))
 }
 
@@ -323,7 +332,7 @@ async fn read_filters(
             None => {
                 // Sized by the group's rows, so its keys go straight in.
                 let rows = builder.metadata().row_group(group).num_rows();
-                let mut filter = filter_for(usize::try_from(rows).unwrap_or(0));
+                let mut filter = filter_for(usize::try_from(rows).unwrap_or(0), FPP);
                 scan_keys(store, file, Some(group), key, location, |k| {
                     filter.insert(k);
                 })
