@@ -118,7 +118,10 @@ pub fn rejects_path(out: &Path) -> PathBuf {
 /// While a page is written the next one is fetched and made ready
 /// ([`Sink::prepare`]: keys, encodings, a table's rows), all on this task
 /// (no reader is spawned), so a round trip, the making of a page and the
-/// write of the one before overlap. Pages are written one at a time, in
+/// write of the one before overlap. A page whose request was sent ahead
+/// ([`Source::next_sent_ahead`]) is read once the write in front of it
+/// has started, while that write waits on work off this task (a Delta
+/// table's files encoded on other threads). Pages are written one at a time, in
 /// order: a page's write starts once the page before it is written.
 /// Nothing read is lost: a page counts as done only once it is loaded; a
 /// failed load ends the run, and the page fetched or made beside it is
@@ -161,12 +164,20 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
     let mut report = None; // the last round's, made once this one started
     loop {
         // This round: the front page is written while the next is fetched
-        // and made ready behind it. The fetch is polled first, so its
-        // request is on the wire before a load that blocks its thread (a
-        // write and `fdatasync`) starts; the front's write starts before
-        // the last round's report.
+        // and made ready behind it. A request not yet sent goes first, so
+        // it is on the wire before a load that blocks its thread (a write
+        // and `fdatasync`) starts. One sent ahead is read after the front's
+        // write has started: the write's CPU steps run on this task, and
+        // its files are encoded on other threads while the next page is
+        // read here. The front's write starts before the last round's
+        // report.
+        let sent = source.next_sent_ahead();
         let mut fetch = Box::pin(MaybeDone::Future(next_page(source, more(started))));
-        poll_once(fetch.as_mut(), front.as_mut()).await;
+        if sent {
+            poll_once(front.as_mut(), fetch.as_mut()).await;
+        } else {
+            poll_once(fetch.as_mut(), front.as_mut()).await;
+        }
         if let Some(progress) = report.take() {
             on_page(&progress);
         }

@@ -182,6 +182,17 @@ pub trait Source: Send {
         0
     }
 
+    /// Whether the request of the next page is on the wire already (sent
+    /// ahead while this page was read), so that the next
+    /// [`Source::next_page`] sends nothing before it reads. The pipeline
+    /// then starts the page in front's write before it reads the next
+    /// page, and the reading runs while that write's files are encoded on
+    /// other threads; otherwise the request goes first, so that its round
+    /// trip overlaps the write. `false` by default.
+    fn next_sent_ahead(&self) -> bool {
+        false
+    }
+
     /// Reads from here on only what changed at or after `cursor`: the
     /// newest [`Record::updated_at`] the output already holds (`None`: an
     /// empty output, read everything in update order). Call it before the

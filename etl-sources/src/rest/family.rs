@@ -246,6 +246,12 @@ impl<S: Source<Row = JsonRecord>> Source for Tapped<S> {
         Ok(self.waiting.take().map(|waiting| waiting.page))
     }
 
+    /// Only while no child waits on the pages: otherwise the next call
+    /// may wait on the children's loads before it reads.
+    fn next_sent_ahead(&self) -> bool {
+        self.feeders.is_empty() && self.inner.next_sent_ahead()
+    }
+
     fn pages_total(&self) -> Option<u64> {
         self.inner.pages_total()
     }

@@ -493,6 +493,14 @@ impl<D: Decode> Source for RestSource<D> {
         self.fetcher.throttle.in_flight()
     }
 
+    fn next_sent_ahead(&self) -> bool {
+        self.stalled.is_none()
+            && self
+                .ahead
+                .front()
+                .is_some_and(|sent| self.next.as_ref() == Some(&sent.request))
+    }
+
     /// A number at `updated_at` in the held record: the cursor goes back
     /// as Unix seconds ([`UpdatedAt`] without `updated_at_unit`).
     fn held_record(&mut self, record: &str) {
