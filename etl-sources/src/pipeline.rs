@@ -164,20 +164,11 @@ pub async fn run_with_progress<Src: Source, S: Sink<Src::Row> + ?Sized, R: Rejec
     let mut report = None; // the last round's, made once this one started
     loop {
         // This round: the front page is written while the next is fetched
-        // and made ready behind it. A request not yet sent goes first, so
-        // it is on the wire before a load that blocks its thread (a write
-        // and `fdatasync`) starts. One sent ahead is read after the front's
-        // write has started: the write's CPU steps run on this task, and
-        // its files are encoded on other threads while the next page is
-        // read here. The front's write starts before the last round's
-        // report.
+        // and made ready behind it; the front's write starts before the
+        // last round's report.
         let sent = source.next_sent_ahead();
         let mut fetch = Box::pin(MaybeDone::Future(next_page(source, more(started))));
-        if sent {
-            poll_once(front.as_mut(), fetch.as_mut()).await;
-        } else {
-            poll_once(fetch.as_mut(), front.as_mut()).await;
-        }
+        start_round(fetch.as_mut(), front.as_mut(), sent).await;
         if let Some(progress) = report.take() {
             on_page(&progress);
         }
@@ -301,6 +292,20 @@ async fn poll_once<A: Future, B: Future>(first: Pin<&mut A>, second: Pin<&mut B>
         Poll::Ready(())
     })
     .await;
+}
+
+/// A round's first poll of its `fetch` and of the `front` page's write.
+/// A request not yet sent goes first, so it is on the wire before a load
+/// that blocks its thread (a write and `fdatasync`) starts. A page whose
+/// request was `sent` ahead is read after the front's write has started:
+/// the write's CPU steps run on this task, and its files are encoded on
+/// other threads while the next page is read here.
+async fn start_round<F: Future, W: Future>(fetch: Pin<&mut F>, front: Pin<&mut W>, sent: bool) {
+    if sent {
+        poll_once(front, fetch).await;
+    } else {
+        poll_once(fetch, front).await;
+    }
 }
 
 /// `None` of `like`'s type: the page load behind the front is of the
