@@ -839,17 +839,15 @@ fn checkpoint(table: &DeltaTable, version: Version) -> JoinHandle<()> {
             .map(|_| ())
     });
     let cleaned = async move {
-        match written.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
-                return;
-            }
+        let failed = match written.await {
+            Ok(done) => done.err().map(|e| e.to_string()),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => {
-                tracing::warn!(version, error = %e, "a Delta checkpoint was not written");
-                return;
-            }
+            // Cancelled: the runtime is shutting down.
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(error) = failed {
+            tracing::warn!(version, %error, "a Delta checkpoint was not written");
+            return;
         }
         let now = crate::columns::micros(std::time::SystemTime::now()).unwrap_or(0) / 1000;
         let cutoff = now.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
