@@ -579,6 +579,35 @@ mod tests {
         assert!(key.dictionary_page_offset().is_none(), "no dictionary");
         assert!(text.statistics().is_none(), "no least and greatest text");
         assert!(text.dictionary_page_offset().is_none(), "no dictionary");
+        // A page's load: the chunk's statistics, no page index.
+        assert!(key.column_index_offset().is_none(), "no page index");
+    }
+
+    #[test]
+    fn only_a_file_of_many_rows_gets_statistics_per_page() {
+        let k = ColumnPath::from("k");
+        let small = writer_properties("k", None, (ONE_PAGE_ROWS, ROW_GROUP));
+        let large = writer_properties("k", None, (ONE_PAGE_ROWS + 1, ROW_GROUP));
+        assert_eq!(small.statistics_enabled(&k), EnabledStatistics::Chunk);
+        assert_eq!(large.statistics_enabled(&k), EnabledStatistics::Page);
+    }
+
+    #[test]
+    fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
+        let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
+        let mut index = KeyIndex::default();
+        let file = DataFile {
+            path: Path::from("own.parquet"),
+            size: 1,
+        };
+        index.add_written(file, &held.iter().map(String::as_str).collect::<Vec<_>>());
+        // 200,000 keys it does not hold: at the files' own 1e-5 about two
+        // would hit (a read of the file each); at 1e-7, none is expected.
+        let absent: Vec<String> = (0..200_000).map(|i| format!("absent-{i}")).collect();
+        let hits: usize = index.probes(&absent, false).values().map(Vec::len).sum();
+        assert!(hits < 2, "{hits} false hits");
+        let present = index.probes(&held, false);
+        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
     }
 
     /// `batch` written as the Parquet file `name` in `store`, under

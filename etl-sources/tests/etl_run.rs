@@ -2576,3 +2576,32 @@ async fn drop_typed(client: &tokio_postgres::Client, table: &str) {
         .await
         .unwrap();
 }
+
+/// `Source::next_sent_ahead` says when the next page's request is on the
+/// wire already: not before the first page, after a page with a next one
+/// (its request went out as the page was read), and not after the last.
+#[tokio::test]
+async fn a_rest_source_says_when_its_next_request_was_sent_ahead() {
+    use etl_sources::rest::{Resource, RestSource};
+    use etl_sources::{Source, SourceOptions};
+
+    let api = Api::new(Style::NextUrl, items(6));
+    let server = api.clone().serve().await;
+    let file = pipeline(&server.uri(), Style::NextUrl, "");
+    let resource = Resource::parse(&file, "items.toml", |_| None).unwrap();
+    let mut source = RestSource::new(resource, SourceOptions::default()).unwrap();
+    assert!(
+        !source.next_sent_ahead(),
+        "nothing sent before the first page"
+    );
+    let first = source.next_page().await.unwrap().unwrap();
+    assert_eq!(first.rows.len(), 4);
+    assert!(
+        source.next_sent_ahead(),
+        "the second page's request went ahead"
+    );
+    let second = source.next_page().await.unwrap().unwrap();
+    assert_eq!(second.rows.len(), 2);
+    assert!(!source.next_sent_ahead(), "no page after the last");
+    assert!(source.next_page().await.unwrap().is_none());
+}
