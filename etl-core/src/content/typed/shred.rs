@@ -470,7 +470,9 @@ fn found_nested(text: &str) -> &'static str {
 /// Appends `/` and `key` escaped as RFC 6901 says to `pointer`.
 fn push_member(pointer: &mut String, key: &str) {
     pointer.push('/');
-    if key.contains(['~', '/']) {
+    // memchr's two-byte search, not `contains` of a char array: this runs
+    // for every member of every record.
+    if memchr::memchr2(b'~', b'/', key.as_bytes()).is_some() {
         pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
     } else {
         pointer.push_str(key);
