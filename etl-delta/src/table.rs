@@ -969,7 +969,10 @@ fn conform(batch: RecordBatch, schema: &StructType) -> Result<RecordBatch, Arrow
 
 /// The indexes of the first entry of each key not held.
 fn first_unheld(keys: &[String], held: &[bool]) -> Vec<usize> {
-    let mut seen = HashSet::with_capacity(keys.len());
+    // foldhash, not std's SipHash: content keys are hashes already, and
+    // this runs over every key of every load.
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(keys.len(), Default::default());
     (0..keys.len())
         .filter(|&i| !held[i] && seen.insert(keys[i].as_str()))
         .collect()
