@@ -25,6 +25,7 @@ use deltalake::parquet::file::metadata::PageIndexPolicy;
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::{ObjectStore, Path};
+use etl_core::content::typed::loader;
 use etl_core::EtlError;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::{HashMap, HashSet};
@@ -104,7 +105,10 @@ pub(crate) struct KeyIndex {
 /// distinct values only hashes each one and stores the column twice). The
 /// column `text`, each entry's JSON text, is written plain for the same
 /// reason, and without statistics: no reader skips files by the least and
-/// greatest of a JSON text.
+/// greatest of a JSON text. A child table's `_etl_parent_key` and
+/// `_etl_root_key` are written plain too: content keys, each repeated only
+/// across one record's list elements, which Snappy finds side by side as
+/// well as a dictionary would, without hashing every value.
 ///
 /// A file of at most [`ONE_PAGE_ROWS`] rows gets statistics per column
 /// chunk only, not per page: its columns are a page or two each, so a page
@@ -124,6 +128,9 @@ pub(crate) fn writer_properties(
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), FPP)
         .set_column_bloom_filter_max_ndv(column, rows.clamp(1, group) as u64);
+    for keys in [loader::PARENT_KEY, loader::ROOT_KEY] {
+        properties = properties.set_column_dictionary_enabled(ColumnPath::from(keys), false);
+    }
     if rows <= ONE_PAGE_ROWS {
         properties = properties.set_statistics_enabled(EnabledStatistics::Chunk);
     }
