@@ -24,11 +24,14 @@
 //! assert_eq!(change.out, ["old"]);
 //! ```
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 use std::time::SystemTime;
+
+use crate::content::JsonKey;
 
 use super::MergeKeys;
 
@@ -46,11 +49,15 @@ use super::MergeKeys;
 /// assert!(key_of(r#"{"name":"x"}"#, &keys).unwrap_err().contains("/id"));
 /// ```
 pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
-    // Only the members the pointers name are parsed: a merge reads the
-    // key of every record on the write's path, and a record parsed whole
-    // into a `Value` costs as much as its shredding.
-    let record: HashMap<Cow<'_, str>, &RawValue> =
-        serde_json::from_str(json).map_err(|e| e.to_string())?;
+    // Only the members the pointers name are kept, as their raw text, and
+    // the others skipped: a merge reads the key of every record on the
+    // write's path, and a map of every member (each name hashed and
+    // copied) cost as much as a third of the record's shredding.
+    let pointers = keys.primary_key.iter().chain(&keys.hard_delete);
+    let names: Vec<String> = pointers.filter_map(|at| tokens(at)?.next()).collect();
+    let record = Members(&names)
+        .deserialize(&mut serde_json::Deserializer::from_str(json))
+        .map_err(|e| e.to_string())?;
     let found = |at: &str| {
         member(&record, at)
             .filter(|v| !v.is_null())
@@ -77,22 +84,73 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     Ok((key, deleted))
 }
 
-/// The value at the JSON Pointer `at` of the object whose members are
-/// `record`, each level parsed only as far as the pointer goes.
-fn member(record: &HashMap<Cow<'_, str>, &RawValue>, at: &str) -> Option<Value> {
+/// The reference tokens of the JSON Pointer `at`, unescaped; `None` for
+/// one that does not start with `/`.
+fn tokens(at: &str) -> Option<impl Iterator<Item = String> + '_> {
     let unescape = |token: &str| token.replace("~1", "/").replace("~0", "~");
-    let mut tokens = at.strip_prefix('/')?.split('/');
-    let mut value: &RawValue = record.get(unescape(tokens.next()?).as_str())?;
+    Some(at.strip_prefix('/')?.split('/').map(unescape))
+}
+
+/// An object's members named in `.0`, each as its raw JSON text, in the
+/// order they came (of a name sent twice, the last counts, as a map
+/// keeps it).
+struct Members<'n>(&'n [String]);
+
+type Kept<'j> = Vec<(JsonKey<'j>, &'j RawValue)>;
+
+impl<'de> DeserializeSeed<'de> for Members<'_> {
+    type Value = Kept<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kept<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = Kept<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Kept<'de>, M::Error> {
+        let mut kept = Vec::new();
+        while let Some(name) = map.next_key::<JsonKey<'de>>()? {
+            if self.0.iter().any(|n| *n == name.0) {
+                kept.push((name, map.next_value::<&RawValue>()?));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// The member `name` of `kept`.
+fn named<'j>(kept: &Kept<'j>, name: &str) -> Option<&'j RawValue> {
+    kept.iter()
+        .rev()
+        .find(|(n, _)| n.0 == name)
+        .map(|&(_, v)| v)
+}
+
+/// The value at the JSON Pointer `at` of the record whose members
+/// `record` keeps, each level below parsed only as far as the pointer
+/// goes.
+fn member(record: &Kept<'_>, at: &str) -> Option<Value> {
+    let mut tokens = tokens(at)?;
+    let mut value: &RawValue = named(record, &tokens.next()?)?;
     for token in tokens {
-        let token = unescape(token);
-        value = match value.get().as_bytes().first()? {
+        let text = value.get();
+        value = match text.as_bytes().first()? {
             b'{' => {
-                let object: HashMap<Cow<'_, str>, &RawValue> =
-                    serde_json::from_str(value.get()).ok()?;
-                *object.get(token.as_str())?
+                let object = Members(std::slice::from_ref(&token))
+                    .deserialize(&mut serde_json::Deserializer::from_str(text))
+                    .ok()?;
+                named(&object, &token)?
             }
             b'[' => {
-                let list: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
+                let list: Vec<&RawValue> = serde_json::from_str(text).ok()?;
                 *list.get(token.parse::<usize>().ok()?)?
             }
             _ => return None,
@@ -269,6 +327,22 @@ mod tests {
             key_of(r#"{"org":"rust","n":7}"#, &both).unwrap().0,
             r#"["rust",7]"#
         );
+    }
+
+    #[test]
+    fn a_key_is_found_among_members_skipped_unread_and_the_last_of_a_name_counts() {
+        let keys = MergeKeys::new(["/id"]).hard_delete("/gone");
+        // Members around the key of every kind, skipped; a name with an
+        // escape is the name it spells.
+        let record = r#"{"a":{"id":1,"x":[{"id":2}]},"b":[1,{"c":"}"}],"i\u0064":"k","z":null}"#;
+        assert_eq!(key_of(record, &keys).unwrap(), ("k".into(), false));
+        // A name sent twice counts as its last, as a map reads it.
+        let twice = r#"{"id":1,"gone":false,"id":2,"gone":true}"#;
+        assert_eq!(key_of(twice, &keys).unwrap(), ("2".into(), true));
+        // Below the record too.
+        let nested = MergeKeys::new(["/o/id"]);
+        assert_eq!(key_of(r#"{"o":{"id":3,"id":4}}"#, &nested).unwrap().0, "4");
+        assert!(key_of(r#"{"id":1"#, &keys).is_err(), "not JSON");
     }
 
     #[test]
