@@ -27,6 +27,7 @@
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::SystemTime;
@@ -52,9 +53,9 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     // Only the members the pointers name are kept, as their raw text, and
     // the others skipped: a merge reads the key of every record on the
     // write's path, and a map of every member (each name hashed and
-    // copied) cost as much as a third of the record's shredding.
+    // copied) was a large share of a merge page's CPU.
     let pointers = keys.primary_key.iter().chain(&keys.hard_delete);
-    let names: Vec<String> = pointers.filter_map(|at| tokens(at)?.next()).collect();
+    let names: Vec<Cow<'_, str>> = pointers.filter_map(|at| tokens(at)?.next()).collect();
     let record = Members(&names)
         .deserialize(&mut serde_json::Deserializer::from_str(json))
         .map_err(|e| e.to_string())?;
@@ -84,17 +85,25 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     Ok((key, deleted))
 }
 
-/// The reference tokens of the JSON Pointer `at`, unescaped; `None` for
+/// The reference tokens of the JSON Pointer `at`, unescaped (copied only
+/// where a token has an escape: this runs for every record); `None` for
 /// one that does not start with `/`.
-fn tokens(at: &str) -> Option<impl Iterator<Item = String> + '_> {
-    let unescape = |token: &str| token.replace("~1", "/").replace("~0", "~");
+fn tokens(at: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
     Some(at.strip_prefix('/')?.split('/').map(unescape))
+}
+
+/// A pointer's reference token with `~1` and `~0` read as `/` and `~`.
+fn unescape(token: &str) -> Cow<'_, str> {
+    match token.contains('~') {
+        true => Cow::Owned(token.replace("~1", "/").replace("~0", "~")),
+        false => Cow::Borrowed(token),
+    }
 }
 
 /// An object's members named in `.0`, each as its raw JSON text, in the
 /// order they came (of a name sent twice, the last counts, as a map
 /// keeps it).
-struct Members<'n>(&'n [String]);
+struct Members<'n>(&'n [Cow<'n, str>]);
 
 type Kept<'j> = Vec<(JsonKey<'j>, &'j RawValue)>;
 
@@ -116,7 +125,7 @@ impl<'de> Visitor<'de> for Members<'_> {
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Kept<'de>, M::Error> {
         let mut kept = Vec::new();
         while let Some(name) = map.next_key::<JsonKey<'de>>()? {
-            if self.0.iter().any(|n| *n == name.0) {
+            if self.0.contains(&name.0) {
                 kept.push((name, map.next_value::<&RawValue>()?));
             } else {
                 map.next_value::<IgnoredAny>()?;
