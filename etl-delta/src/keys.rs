@@ -600,6 +600,19 @@ mod tests {
     }
 
     #[test]
+    fn a_child_tables_parent_and_root_keys_get_no_dictionary() {
+        let properties = writer_properties("k", None, (ONE_PAGE_ROWS, ROW_GROUP));
+        for plain in [loader::PARENT_KEY, loader::ROOT_KEY, "k"] {
+            assert!(
+                !properties.dictionary_enabled(&ColumnPath::from(plain)),
+                "{plain}"
+            );
+        }
+        // A data column keeps Parquet's default.
+        assert!(properties.dictionary_enabled(&ColumnPath::from("state")));
+    }
+
+    #[test]
     fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
         let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
         let mut index = KeyIndex::default();
