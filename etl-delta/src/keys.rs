@@ -34,19 +34,14 @@ use std::sync::Arc;
 use crate::errors::from_parquet;
 use crate::filter::{KeyFilter, KeyHash};
 
-/// The false-positive rate of every file's filter: a key probed against a
-/// thousand files hits a row group it is not in about once in a hundred
-/// probes, and a filter costs about four bytes a key.
-const FPP: f64 = 1e-5;
-
-/// The false-positive rate of the filter this writer keeps in memory of a
-/// file it wrote itself ([`KeyIndex::add_written`]; the file's own filter
-/// is at [`FPP`]). Each of a run's pages is looked up against every file
-/// the run wrote before it, so a hit that is not there (a read of that
-/// file's keys, and a wait on the store) came once or twice a page at
-/// `FPP` by the hundredth page; this costs eight bytes a key instead of
-/// four, for this process's files only.
-const OWN_FPP: f64 = 1e-7;
+/// The false-positive rate of every filter: each file's own, written with
+/// it, and those this writer builds (of a file it wrote, or of one written
+/// without a filter). A look-up probes each of a page's keys against every
+/// file, so a page of 1,000 keys against 1,000 files is a million probes;
+/// at this rate a hit on a file that holds none of them (a read of its
+/// keys, on the page's path) comes about once in ten such pages. A filter
+/// costs about eight bytes a key (parquet rounds it to a power of two).
+const FPP: f64 = 1e-7;
 
 /// The most rows of a file written without a page index
 /// ([`writer_properties`]): a load of a page or a few, whose columns come
@@ -192,7 +187,7 @@ impl KeyIndex {
 
     /// Records the file this process just committed, with the keys it holds.
     pub fn add_written(&mut self, file: DataFile, keys: &[&str]) {
-        let mut filter = filter_for(keys.len(), OWN_FPP);
+        let mut filter = filter_for(keys.len(), FPP);
         for key in keys {
             filter.insert(*key);
         }
@@ -612,22 +607,31 @@ mod tests {
         assert!(properties.dictionary_enabled(&ColumnPath::from("state")));
     }
 
-    #[test]
-    fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
+    #[tokio::test]
+    async fn a_file_holding_none_of_a_pages_keys_is_rarely_hit_by_its_filter() {
         let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(held.clone()))]).unwrap();
+        // Another writer's file, read with the filter it was written with;
+        // and a file this process wrote, under the filter it keeps itself.
+        let store = memory();
+        let properties = writer_properties("k", None, (held.len(), ROW_GROUP));
+        let theirs = stored(&store, "theirs.parquet", &batch, Some(properties)).await;
         let mut index = KeyIndex::default();
-        let file = DataFile {
+        index.add(&store, vec![theirs], "k", "t").await.unwrap();
+        let own = DataFile {
             path: Path::from("own.parquet"),
             size: 1,
         };
-        index.add_written(file, &held.iter().map(String::as_str).collect::<Vec<_>>());
-        // 200,000 keys it does not hold: at the files' own 1e-5 about two
-        // would hit (a read of the file each); at 1e-7, none is expected.
-        let absent: Vec<String> = (0..200_000).map(|i| format!("absent-{i}")).collect();
+        index.add_written(own, &held.iter().map(String::as_str).collect::<Vec<_>>());
+        // A million keys against each: at 1e-5 about ten would hit (a
+        // read of that file's keys each); at 1e-7, none is expected.
+        let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
         let hits: usize = index.probes(&absent, false).values().map(Vec::len).sum();
-        assert!(hits < 2, "{hits} false hits");
+        assert!(hits < 3, "{hits} false hits");
         let present = index.probes(&held, false);
-        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
+        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 2_000);
     }
 
     /// `batch` written as the Parquet file `name` in `store`, under
