@@ -8,6 +8,8 @@ use deltalake::kernel::{DataType, StructField, StructType};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::keys::{FPP, LOW_FPP};
+
 /// The time zone of every timestamp column: Delta's `timestamp` is UTC.
 pub(crate) const UTC: &str = "UTC";
 
@@ -109,6 +111,16 @@ impl Columns {
     pub fn keyed_by(mut self, name: &'static str) -> Self {
         self.key = Some(name);
         self
+    }
+
+    /// The false-positive rate of the key filter each file is written
+    /// with: [`LOW_FPP`] for a merge table's (every page of a merge probes
+    /// all its keys against every file), else [`FPP`].
+    pub fn filter_fpp(&self) -> f64 {
+        match self.key {
+            Some(_) => LOW_FPP,
+            None => FPP,
+        }
     }
 
     /// The column holding each entry's JSON text, if one does.

@@ -34,14 +34,26 @@ use std::sync::Arc;
 use crate::errors::from_parquet;
 use crate::filter::{KeyFilter, KeyHash};
 
-/// The false-positive rate of every filter: each file's own, written with
-/// it, and those this writer builds (of a file it wrote, or of one written
-/// without a filter). A look-up probes each of a page's keys against every
-/// file, so a page of 1,000 keys against 1,000 files is a million probes;
-/// at this rate a hit on a file that holds none of them (a read of its
-/// keys, on the page's path) comes about once in ten such pages. A filter
-/// costs about eight bytes a key (parquet rounds it to a power of two).
-const FPP: f64 = 1e-7;
+/// The false-positive rate of a file's filter: a key probed against a
+/// thousand files hits a row group it is not in about once in a hundred
+/// probes, and a filter costs about four bytes a key.
+pub(crate) const FPP: f64 = 1e-5;
+
+/// The lower false-positive rate of the filters every page of a run probes
+/// all its keys against, where a hit on a file that holds none of them (a
+/// read of that file's keys, and a wait on the store) is on the page's
+/// path: at [`FPP`], 1,000 keys against 150 files hit one or two such
+/// files a page. It costs eight bytes a key instead of four, so only these
+/// filters have it:
+/// - the one this writer keeps in memory of a file it wrote itself
+///   ([`KeyIndex::add_written`]; a run's pages are looked up against every
+///   file the run wrote before);
+/// - a merge table's files' own ([`crate::columns::Columns::keyed_by`]):
+///   each page of a merge reads the rows of its primary keys, from files
+///   other runs wrote. A child table's stay at `FPP`: they are looked in
+///   beside the load, for the child rows of replaced versions, and a
+///   merge opens them with all their filters.
+pub(crate) const LOW_FPP: f64 = 1e-7;
 
 /// The most rows of a file written without a page index
 /// ([`writer_properties`]): a load of a page or a few, whose columns come
@@ -94,8 +106,9 @@ pub(crate) struct KeyIndex {
 
 /// Parquet properties for a file of `rows` entries whose key column is
 /// `key`, in row groups of at most `group` rows ([`ROW_GROUP`] or
-/// [`REWRITE_GROUP`]): a bloom filter on the key, sized for those entries
-/// (a row group's worth at most: each row group has its own), and no
+/// [`REWRITE_GROUP`]): a bloom filter on the key at the false-positive
+/// rate `fpp` ([`FPP`] or [`LOW_FPP`]), sized for those entries (a row
+/// group's worth at most: each row group has its own), and no
 /// dictionary, since a table holds each key once (a dictionary of
 /// distinct values only hashes each one and stores the column twice). The
 /// column `text`, each entry's JSON text, is written plain for the same
@@ -111,7 +124,7 @@ pub(crate) struct KeyIndex {
 /// made from them) say, and computing it is a few percent of a typed
 /// load's CPU.
 pub(crate) fn writer_properties(
-    key: &str,
+    (key, fpp): (&str, f64),
     text: Option<&str>,
     (rows, group): (usize, usize),
 ) -> WriterProperties {
@@ -121,7 +134,7 @@ pub(crate) fn writer_properties(
         .set_max_row_group_row_count(Some(group))
         .set_column_dictionary_enabled(column.clone(), false)
         .set_column_bloom_filter_enabled(column.clone(), true)
-        .set_column_bloom_filter_fpp(column.clone(), FPP)
+        .set_column_bloom_filter_fpp(column.clone(), fpp)
         .set_column_bloom_filter_max_ndv(column, rows.clamp(1, group) as u64);
     for keys in [loader::PARENT_KEY, loader::ROOT_KEY] {
         properties = properties.set_column_dictionary_enabled(ColumnPath::from(keys), false);
@@ -187,7 +200,7 @@ impl KeyIndex {
 
     /// Records the file this process just committed, with the keys it holds.
     pub fn add_written(&mut self, file: DataFile, keys: &[&str]) {
-        let mut filter = filter_for(keys.len(), FPP);
+        let mut filter = filter_for(keys.len(), LOW_FPP);
         for key in keys {
             filter.insert(*key);
         }
@@ -567,7 +580,7 @@ mod tests {
         )
         .unwrap();
         let file = tempfile::tempfile().unwrap();
-        let properties = writer_properties("k", Some("row"), (n, ROW_GROUP));
+        let properties = writer_properties(("k", FPP), Some("row"), (n, ROW_GROUP));
         let into = file.try_clone().unwrap();
         let mut writer = ArrowWriter::try_new(into, schema, Some(properties)).unwrap();
         writer.write(&batch).unwrap();
@@ -588,15 +601,15 @@ mod tests {
     #[test]
     fn only_a_file_of_many_rows_gets_statistics_per_page() {
         let k = ColumnPath::from("k");
-        let small = writer_properties("k", None, (ONE_PAGE_ROWS, ROW_GROUP));
-        let large = writer_properties("k", None, (ONE_PAGE_ROWS + 1, ROW_GROUP));
+        let small = writer_properties(("k", FPP), None, (ONE_PAGE_ROWS, ROW_GROUP));
+        let large = writer_properties(("k", FPP), None, (ONE_PAGE_ROWS + 1, ROW_GROUP));
         assert_eq!(small.statistics_enabled(&k), EnabledStatistics::Chunk);
         assert_eq!(large.statistics_enabled(&k), EnabledStatistics::Page);
     }
 
     #[test]
     fn a_child_tables_parent_and_root_keys_get_no_dictionary() {
-        let properties = writer_properties("k", None, (ONE_PAGE_ROWS, ROW_GROUP));
+        let properties = writer_properties(("k", FPP), None, (ONE_PAGE_ROWS, ROW_GROUP));
         for plain in [loader::PARENT_KEY, loader::ROOT_KEY, "k"] {
             assert!(
                 !properties.dictionary_enabled(&ColumnPath::from(plain)),
@@ -607,31 +620,69 @@ mod tests {
         assert!(properties.dictionary_enabled(&ColumnPath::from("state")));
     }
 
+    #[test]
+    fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
+        let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
+        let mut index = KeyIndex::default();
+        let file = DataFile {
+            path: Path::from("own.parquet"),
+            size: 1,
+        };
+        index.add_written(file, &held.iter().map(String::as_str).collect::<Vec<_>>());
+        // 200,000 keys it does not hold: at the files' own 1e-5 about two
+        // would hit (a read of the file each); at 1e-7, none is expected.
+        let absent: Vec<String> = (0..200_000).map(|i| format!("absent-{i}")).collect();
+        let hits: usize = index.probes(&absent, false).values().map(Vec::len).sum();
+        assert!(hits < 2, "{hits} false hits");
+        let present = index.probes(&held, false);
+        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
+    }
+
     #[tokio::test]
-    async fn a_file_holding_none_of_a_pages_keys_is_rarely_hit_by_its_filter() {
+    async fn a_merge_tables_files_are_written_with_the_lower_rate() {
+        use crate::columns::Columns;
         let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
         let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(held.clone()))]).unwrap();
-        // Another writer's file, read with the filter it was written with;
-        // and a file this process wrote, under the filter it keeps itself.
         let store = memory();
-        let properties = writer_properties("k", None, (held.len(), ROW_GROUP));
-        let theirs = stored(&store, "theirs.parquet", &batch, Some(properties)).await;
-        let mut index = KeyIndex::default();
-        index.add(&store, vec![theirs], "k", "t").await.unwrap();
-        let own = DataFile {
-            path: Path::from("own.parquet"),
-            size: 1,
+        let fields = || {
+            vec![deltalake::kernel::StructField::new(
+                "k",
+                deltalake::kernel::DataType::STRING,
+                false,
+            )]
         };
-        index.add_written(own, &held.iter().map(String::as_str).collect::<Vec<_>>());
-        // A million keys against each: at 1e-5 about ten would hit (a
-        // read of that file's keys each); at 1e-7, none is expected.
-        let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
-        let hits: usize = index.probes(&absent, false).values().map(Vec::len).sum();
-        assert!(hits < 3, "{hits} false hits");
-        let present = index.probes(&held, false);
-        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 2_000);
+        // Written by another run: read back with the filter each file has.
+        let mut hits = Vec::new();
+        for (name, columns) in [
+            ("merged", Columns::growing(fields(), 1).keyed_by("k")),
+            ("appended", Columns::growing(fields(), 1)),
+        ] {
+            let properties =
+                writer_properties(("k", columns.filter_fpp()), None, (1_000, ROW_GROUP));
+            let file = stored(&store, name, &batch, Some(properties)).await;
+            let mut index = KeyIndex::default();
+            index.add(&store, vec![file], "k", "t").await.unwrap();
+            // A million keys it does not hold: at 1e-5 about five hit (a
+            // read of the file each); at 1e-7, none is expected.
+            let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
+            hits.push(
+                index
+                    .probes(&absent, false)
+                    .values()
+                    .map(Vec::len)
+                    .sum::<usize>(),
+            );
+            let present = index.probes(&held, false);
+            assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
+        }
+        assert!(hits[0] < 2, "merge table: {} false hits", hits[0]);
+        assert!(
+            hits[1] >= 2,
+            "append table: {} false hits, at 1e-5",
+            hits[1]
+        );
     }
 
     /// `batch` written as the Parquet file `name` in `store`, under

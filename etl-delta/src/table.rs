@@ -711,7 +711,7 @@ impl State {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(
-                columns.key(),
+                (columns.key(), columns.filter_fpp()),
                 columns.text(),
                 (rows, group),
             ));
