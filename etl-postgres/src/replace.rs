@@ -65,8 +65,9 @@ fn staging_prefix(table: &TableName) -> String {
 
 impl Replacing {
     /// Makes the family of `table` if it is missing, then its staging
-    /// copy: a new schema holding each of its tables empty (their columns,
-    /// keys and indexes) and its `_etl_schema` row. Returns the replace
+    /// copy: a new schema holding each of its tables empty (their columns
+    /// and the resource's key, [`staging_table_sql`]) and its
+    /// `_etl_schema` row. Returns the replace
     /// and the staging schema, for the sink the run writes through.
     pub(crate) async fn begin(
         url: &str,
@@ -117,10 +118,7 @@ impl Replacing {
                 s = quote(SCHEMA_TABLE),
             );
             for t in stored.tables() {
-                sql.push_str(&format!(
-                    "CREATE UNLOGGED TABLE {to}.{t} (LIKE {home}.{t} INCLUDING ALL);\n",
-                    t = quote(t.name())
-                ));
+                sql.push_str(&staging_table_sql((&home, &to), t));
             }
             client
                 .batch_execute(&sql)
@@ -334,6 +332,26 @@ impl Replacing {
             EtlError::InvalidInput(format!("{SCHEMA_TABLE} of {}: {e}", self.table.as_str()))
         })
     }
+}
+
+/// The staging copy (in schema `to`) of the family's table `table` (in
+/// `home`): its columns, their defaults and checks, and the resource's
+/// key, which makes a retried write's rows land once. No other index: the
+/// run only inserts into the copy, and the switch's copy into the table
+/// keeps the table's own indexes (a user's among them) up to date, so an
+/// index on the copy would be paid for twice.
+fn staging_table_sql((home, to): (&str, &str), table: &etl_core::content::typed::Table) -> String {
+    let t = quote(table.name());
+    let mut sql = format!(
+        "CREATE UNLOGGED TABLE {to}.{t} (LIKE {home}.{t} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE);\n"
+    );
+    if table.parent().is_none() {
+        sql.push_str(&format!(
+            "ALTER TABLE {to}.{t} ADD PRIMARY KEY ({});\n",
+            quote(etl_core::content::typed::loader::KEY)
+        ));
+    }
+    sql
 }
 
 /// Drops the staging schemas of the table (those named from `prefix`)

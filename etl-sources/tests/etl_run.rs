@@ -2365,6 +2365,7 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     client
         .batch_execute(&format!(
             "CREATE VIEW {table}_named AS SELECT id, name FROM {table}; \
+             CREATE INDEX {table}_by_name ON {table} (name); \
              DO $$ BEGIN CREATE ROLE etl_test_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
              GRANT SELECT ON {table} TO etl_test_reader"
         ))
@@ -2391,6 +2392,20 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         let held = count(format!("SELECT count(*) FROM {table}")).await;
         if staged_rows(&client, &table).await > 0 {
             assert_eq!(held, 10);
+            // The copy has the key only: the table's other indexes, the
+            // user's among them, are kept up by the switch's copy. (Looked
+            // at again if the copy went in between: the count was of none.)
+            let Some(staging) = staging_schemas(&client, &table).await.first().cloned() else {
+                continue;
+            };
+            let sql = format!(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname = '{staging}' AND tablename = '{table}'"
+            );
+            let indexes = count(sql).await;
+            if !staging_schemas(&client, &table).await.contains(&staging) {
+                continue;
+            }
+            assert_eq!(indexes, 1, "the copy's indexes");
             seen_mid_run = true;
             break;
         }
@@ -2436,6 +2451,8 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         .unwrap()
         .get(0);
     assert!(granted, "the grant survives");
+    let sql = format!("SELECT count(*) FROM pg_indexes WHERE indexname = '{table}_by_name'");
+    assert_eq!(count(sql).await, 1, "the user's index survives");
     assert!(staging_schemas(&client, &table).await.is_empty());
 
     // A run that fails after its first page: the tables are as they were.
