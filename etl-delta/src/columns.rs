@@ -113,14 +113,16 @@ impl Columns {
         self
     }
 
-    /// The false-positive rate of the key filter each file is written
-    /// with: [`LOW_FPP`] for a merge table's (every page of a merge probes
-    /// all its keys against every file), else [`FPP`].
-    pub fn filter_fpp(&self) -> f64 {
-        match self.key {
+    /// The key column and the false-positive rate of its filters (each
+    /// file's own, and those built of a file without one): [`LOW_FPP`] for
+    /// a merge table's (every page of a merge probes all its keys against
+    /// every file), else [`FPP`].
+    pub fn key_filter(&self) -> (&str, f64) {
+        let fpp = match self.key {
             Some(_) => LOW_FPP,
             None => FPP,
-        }
+        };
+        (self.key(), fpp)
     }
 
     /// The column holding each entry's JSON text, if one does.

@@ -48,9 +48,10 @@ pub(crate) const FPP: f64 = 1e-5;
 /// - the one this writer keeps in memory of a file it wrote itself
 ///   ([`KeyIndex::add_written`]; a run's pages are looked up against every
 ///   file the run wrote before);
-/// - a merge table's files' own ([`crate::columns::Columns::keyed_by`]):
-///   each page of a merge reads the rows of its primary keys, from files
-///   other runs wrote. A child table's stay at `FPP`: they are looked in
+/// - a merge table's ([`crate::columns::Columns::key_filter`]), each
+///   file's own and those built of a file without one (compacted by
+///   another tool): each page of a merge reads the rows of its primary
+///   keys, from files other runs wrote. A child table's stay at `FPP`: they are looked in
 ///   beside the load, for the child rows of replaced versions, and a
 ///   merge opens them with all their filters.
 pub(crate) const LOW_FPP: f64 = 1e-7;
@@ -153,12 +154,14 @@ pub(crate) fn writer_properties(
 
 impl KeyIndex {
     /// Brings the index to `live`, the table's files now: files gone from
-    /// the log (compacted away, say) are forgotten, new ones read.
+    /// the log (compacted away, say) are forgotten, new ones read (`key`:
+    /// the key column, and the rate of a filter built of a file without
+    /// one).
     pub async fn sync(
         &mut self,
         store: &Arc<dyn ObjectStore>,
         live: Vec<DataFile>,
-        key: &str,
+        key: (&str, f64),
         location: &str,
     ) -> Result<(), EtlError> {
         let live_paths: HashSet<&Path> = live.iter().map(|f| &f.path).collect();
@@ -166,12 +169,14 @@ impl KeyIndex {
         self.add(store, live, key, location).await
     }
 
-    /// Reads the filters of the files of `added` the index does not know.
+    /// Reads the filters of the files of `added` the index does not know
+    /// (`key`: the key column, and the rate of a filter built of a file
+    /// without one).
     pub async fn add(
         &mut self,
         store: &Arc<dyn ObjectStore>,
         added: Vec<DataFile>,
-        key: &str,
+        key: (&str, f64),
         location: &str,
     ) -> Result<(), EtlError> {
         let new: Vec<DataFile> = added
@@ -327,11 +332,11 @@ async fn open_file(
 }
 
 /// Reads one file's filters: each row group's own where the file has one,
-/// else one built from the row group's key column.
+/// else one built from the row group's key column `key` at the rate `fpp`.
 async fn read_filters(
     store: &Arc<dyn ObjectStore>,
     file: &DataFile,
-    key: &str,
+    (key, fpp): (&str, f64),
     location: &str,
 ) -> Result<FileKeys, EtlError> {
     let mut builder = open_file(store, file, location).await?;
@@ -347,7 +352,7 @@ async fn read_filters(
             None => {
                 // Sized by the group's rows, so its keys go straight in.
                 let rows = builder.metadata().row_group(group).num_rows();
-                let mut filter = filter_for(usize::try_from(rows).unwrap_or(0), FPP);
+                let mut filter = filter_for(usize::try_from(rows).unwrap_or(0), fpp);
                 scan_keys(store, file, Some(group), key, location, |k| {
                     filter.insert(k);
                 })
@@ -639,41 +644,51 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_merge_tables_files_are_written_with_the_lower_rate() {
+    async fn a_merge_tables_filters_have_the_lower_rate_written_or_built() {
         use crate::columns::Columns;
         let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
         let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(held.clone()))]).unwrap();
         let store = memory();
-        let fields = || {
-            vec![deltalake::kernel::StructField::new(
-                "k",
-                deltalake::kernel::DataType::STRING,
-                false,
-            )]
-        };
-        // Written by another run: read back with the filter each file has.
+        let field =
+            deltalake::kernel::StructField::new("k", deltalake::kernel::DataType::STRING, false);
+        let merged = Columns::growing(vec![field.clone()], 1).keyed_by("k");
+        let appended = Columns::growing(vec![field], 1);
+        // Files another run wrote, each read back with its own filter; and
+        // one another tool wrote without a filter (a compaction), whose
+        // filter the index builds at its table's rate.
+        let plain = WriterProperties::builder().build();
+        let files = [
+            (
+                "merged",
+                &merged,
+                writer_properties(merged.key_filter(), None, (1_000, ROW_GROUP)),
+            ),
+            (
+                "appended",
+                &appended,
+                writer_properties(appended.key_filter(), None, (1_000, ROW_GROUP)),
+            ),
+            ("compacted", &merged, plain),
+        ];
+        // A million keys none holds: at 1e-5 about five hit (a read of the
+        // file each); at 1e-7, none is expected.
+        let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
         let mut hits = Vec::new();
-        for (name, columns) in [
-            ("merged", Columns::growing(fields(), 1).keyed_by("k")),
-            ("appended", Columns::growing(fields(), 1)),
-        ] {
-            let properties =
-                writer_properties(("k", columns.filter_fpp()), None, (1_000, ROW_GROUP));
+        for (name, columns, properties) in files {
             let file = stored(&store, name, &batch, Some(properties)).await;
             let mut index = KeyIndex::default();
-            index.add(&store, vec![file], "k", "t").await.unwrap();
-            // A million keys it does not hold: at 1e-5 about five hit (a
-            // read of the file each); at 1e-7, none is expected.
-            let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
-            hits.push(
-                index
-                    .probes(&absent, false)
-                    .values()
-                    .map(Vec::len)
-                    .sum::<usize>(),
-            );
+            index
+                .add(&store, vec![file], columns.key_filter(), "t")
+                .await
+                .unwrap();
+            let false_hits = index
+                .probes(&absent, false)
+                .values()
+                .map(Vec::len)
+                .sum::<usize>();
+            hits.push(false_hits);
             let present = index.probes(&held, false);
             assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
         }
@@ -682,6 +697,11 @@ mod tests {
             hits[1] >= 2,
             "append table: {} false hits, at 1e-5",
             hits[1]
+        );
+        assert!(
+            hits[2] < 2,
+            "merge table, compacted: {} false hits",
+            hits[2]
         );
     }
 
@@ -722,7 +742,10 @@ mod tests {
         let store = memory();
         let file = stored(&store, "other.parquet", &batch, Some(plain)).await;
         let mut index = KeyIndex::default();
-        index.add(&store, vec![file], "k", "t").await.unwrap();
+        index
+            .add(&store, vec![file], ("k", FPP), "t")
+            .await
+            .unwrap();
         assert_eq!(index.files.values().next().unwrap().groups.len(), 2);
 
         let asked: Vec<String> = ["key-0", "key-2999", "key-3000", "nope"]

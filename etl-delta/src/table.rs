@@ -588,7 +588,9 @@ impl State {
                     .collect();
                 self.index.remove(&changes.removed);
                 let store = self.table.object_store();
-                self.index.add(&store, added, columns.key(), shown).await?;
+                self.index
+                    .add(&store, added, columns.key_filter(), shown)
+                    .await?;
                 if let Some(txn) = changes.txn {
                     self.next_txn = self.next_txn.max(txn + 1);
                 }
@@ -617,7 +619,9 @@ impl State {
             })
             .collect();
         let store = self.table.object_store();
-        self.index.sync(&store, live, columns.key(), shown).await
+        self.index
+            .sync(&store, live, columns.key_filter(), shown)
+            .await
     }
 
     /// The data files and schema change of an append of the entries
@@ -711,7 +715,7 @@ impl State {
         let mut writer = RecordBatchWriter::for_table(&self.table)
             .map_err(fail)?
             .with_writer_properties(writer_properties(
-                (columns.key(), columns.filter_fpp()),
+                columns.key_filter(),
                 columns.text(),
                 (rows, group),
             ));

@@ -364,7 +364,7 @@ impl State {
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
         match self.commit(&adds, removes, metadata, note).await {
             Ok(()) => {
-                let key = columns.key();
+                let key = columns.key_filter();
                 self.note_rewrite(removes, (new, ids), rewritten, (key, shown))
                     .await?;
                 Ok(true)
@@ -385,13 +385,13 @@ impl State {
     /// Brings the key index to a committed rewrite: the files `removes`
     /// removed forgotten, the new rows' files `new` (of the keys `ids`)
     /// and the `rewritten` ones (their filters read from their footers,
-    /// on the key column `key`) noted.
+    /// of `key`, the key column and its filters' rate) noted.
     async fn note_rewrite(
         &mut self,
         removes: &[Remove],
         (new, ids): (&[Add], &[&str]),
         rewritten: Vec<Add>,
-        (key, shown): (&str, &str),
+        (key, shown): ((&str, f64), &str),
     ) -> Result<(), EtlError> {
         let gone: Vec<Path> = removes
             .iter()
