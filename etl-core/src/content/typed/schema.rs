@@ -1,6 +1,7 @@
 //! What a typed output holds: its tables (the resource's, and one for each
 //! list), their columns in order, and the options that shape them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
@@ -827,8 +828,7 @@ impl WriteDoc {
 
 /// The member names of a JSON Pointer (`/a~1b/c` is `a/b`, `c`).
 fn pointer_parts(path: &str) -> Vec<String> {
-    path.split('/')
-        .skip(1)
-        .map(|p| p.replace("~1", "/").replace("~0", "~"))
-        .collect()
+    naming::pointer_members(path)
+        .map(|members| members.map(Cow::into_owned).collect())
+        .unwrap_or_default()
 }

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::SystemTime;
 
+use crate::content::naming::pointer_members;
 use crate::content::JsonKey;
 
 use super::MergeKeys;
@@ -55,7 +56,9 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     // write's path, and a map of every member (each name hashed and
     // copied) was a large share of a merge page's CPU.
     let pointers = keys.primary_key.iter().chain(&keys.hard_delete);
-    let names: Vec<Cow<'_, str>> = pointers.filter_map(|at| tokens(at)?.next()).collect();
+    let names: Vec<Cow<'_, str>> = pointers
+        .filter_map(|at| pointer_members(at)?.next())
+        .collect();
     let record = Members(&names)
         .deserialize(&mut serde_json::Deserializer::from_str(json))
         .map_err(|e| e.to_string())?;
@@ -83,21 +86,6 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
             other => !other.is_null(),
         });
     Ok((key, deleted))
-}
-
-/// The reference tokens of the JSON Pointer `at`, unescaped (copied only
-/// where a token has an escape: this runs for every record); `None` for
-/// one that does not start with `/`.
-fn tokens(at: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
-    Some(at.strip_prefix('/')?.split('/').map(unescape))
-}
-
-/// A pointer's reference token with `~1` and `~0` read as `/` and `~`.
-fn unescape(token: &str) -> Cow<'_, str> {
-    match token.contains('~') {
-        true => Cow::Owned(token.replace("~1", "/").replace("~0", "~")),
-        false => Cow::Borrowed(token),
-    }
 }
 
 /// An object's members named in `.0`, each as its raw JSON text, in the
@@ -147,7 +135,7 @@ fn named<'j>(kept: &Kept<'j>, name: &str) -> Option<&'j RawValue> {
 /// `record` keeps, each level below parsed only as far as the pointer
 /// goes.
 fn member(record: &Kept<'_>, at: &str) -> Option<Value> {
-    let mut tokens = tokens(at)?;
+    let mut tokens = pointer_members(at)?;
     let mut value: &RawValue = named(record, &tokens.next()?)?;
     for token in tokens {
         let text = value.get();
