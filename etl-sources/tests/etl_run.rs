@@ -2332,6 +2332,25 @@ async fn staged_rows(client: &tokio_postgres::Client, table: &str) -> i64 {
         .map_or(0, |r| r.get(0))
 }
 
+/// How many indexes the copy of `table` a replace under way stages into
+/// has; `None` when there is none (or it went in while it was looked at).
+async fn copy_indexes(client: &tokio_postgres::Client, table: &str) -> Option<i64> {
+    let staging = staging_schemas(client, table).await.first()?.clone();
+    let indexes = client
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = $2",
+            &[&staging, &table],
+        )
+        .await
+        .ok()?
+        .get(0);
+    // Still there after: the count was of the copy, not of one dropped.
+    staging_schemas(client, table)
+        .await
+        .contains(&staging)
+        .then_some(indexes)
+}
+
 /// `write = "replace"` into PostgreSQL: while the run stages the new rows,
 /// readers see the old ones and are not held up; at the end the table and
 /// its child table hold exactly the run's records, in one switch that
@@ -2395,19 +2414,11 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
             // The copy has the key only: the table's other indexes, the
             // user's among them, are kept up by the switch's copy. (Looked
             // at again if the copy went in between: the count was of none.)
-            let Some(staging) = staging_schemas(&client, &table).await.first().cloned() else {
-                continue;
-            };
-            let sql = format!(
-                "SELECT count(*) FROM pg_indexes WHERE schemaname = '{staging}' AND tablename = '{table}'"
-            );
-            let indexes = count(sql).await;
-            if !staging_schemas(&client, &table).await.contains(&staging) {
-                continue;
+            if let Some(indexes) = copy_indexes(&client, &table).await {
+                assert_eq!(indexes, 1, "the copy's indexes");
+                seen_mid_run = true;
+                break;
             }
-            assert_eq!(indexes, 1, "the copy's indexes");
-            seen_mid_run = true;
-            break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
