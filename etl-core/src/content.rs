@@ -14,13 +14,15 @@
 //! ([`crate::JsonlSink`]), `reject` (entries that did not read),
 //! `parallel` (per-row work on every core, [`par_map`]), [`naming`]
 //! (table and column names made from member names, as dlt makes them),
-//! and [`write`](mod@write) (how a run's records change a table).
+//! [`pointer`] (a JSON Pointer into a record, [`Pointer`]) and
+//! [`write`](mod@write) (how a run's records change a table).
 
 mod idempotent;
 pub(crate) mod jsonl;
 pub mod launch;
 pub mod naming;
 mod parallel;
+pub mod pointer;
 pub(crate) mod record;
 pub(crate) mod reject;
 pub(crate) mod row;
@@ -30,6 +32,7 @@ pub mod write;
 pub use sink::CanonicalSink;
 mod canonical_json;
 pub use canonical_json::{CanonicalJson, JsonKey};
+pub use pointer::Pointer;
 #[cfg(test)]
 mod test_log;
 

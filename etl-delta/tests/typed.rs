@@ -715,7 +715,7 @@ fn version(id: i64, title: &str, secs: u64, labels: &[&str], deleted: bool) -> D
 }
 
 fn merging() -> SchemaOptions {
-    let keys = MergeKeys::new(["/id"]).hard_delete("/deleted");
+    let keys = MergeKeys::new(["/id".parse().unwrap()]).hard_delete("/deleted".parse().unwrap());
     SchemaOptions::default().write(Write::Merge(keys))
 }
 

@@ -1055,7 +1055,9 @@ async fn a_merge_tables_cursor_counts_its_deletions() {
         ))
         .await
         .unwrap();
-    let merge = Write::Merge(MergeKeys::new(["/id"]).hard_delete("/deleted"));
+    let merge = Write::Merge(
+        MergeKeys::new(["/id".parse().unwrap()]).hard_delete("/deleted".parse().unwrap()),
+    );
     let options = SchemaOptions::postgres().write(merge);
     let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
         .await

@@ -1033,7 +1033,9 @@ fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     rt.block_on(out.drop());
     let start = Instant::now();
     rt.block_on(async {
-        let sink = out.open(Write::Merge(MergeKeys::new(["/id"]))).await;
+        let sink = out
+            .open(Write::Merge(MergeKeys::new(["/id".parse().unwrap()])))
+            .await;
         for from in (0..GROWN).step_by(100_000) {
             let records: Vec<Issue> = issues_in(from..from + 100_000)
                 .into_iter()

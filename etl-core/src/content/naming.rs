@@ -13,7 +13,6 @@
 //! Names are data, never SQL: a caller quotes every one it writes.
 
 use sha2::{Digest as _, Sha256};
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// What joins the names of a nested member's path: `user__login` for the
@@ -216,23 +215,6 @@ pub fn pointer<S: AsRef<str>>(path: &[S]) -> String {
     out
 }
 
-/// The member names a JSON Pointer spells, [`pointer`] read back: `~1`
-/// and `~0` as `/` and `~`, each name borrowed unless it holds an escape
-/// (a merge reads its pointers for every record). `None` for a text that
-/// does not start with `/` (the empty pointer, the whole document, among
-/// them).
-pub(crate) fn pointer_members(at: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
-    Some(at.strip_prefix('/')?.split('/').map(unescape))
-}
-
-/// A pointer's member name with `~1` and `~0` read as `/` and `~`.
-fn unescape(token: &str) -> Cow<'_, str> {
-    match token.contains('~') {
-        true => Cow::Owned(token.replace("~1", "/").replace("~0", "~")),
-        false => Cow::Borrowed(token),
-    }
-}
-
 /// The names of one namespace (one table's columns, or one output's
 /// tables): each path of members gets one name, and keeps it.
 ///
@@ -353,20 +335,6 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pointers_members_read_back_what_pointer_wrote() {
-        let path = ["a/b", "~", "~1", "plain"];
-        let text = pointer(&path);
-        let members: Vec<Cow<'_, str>> = pointer_members(&text).unwrap().collect();
-        assert_eq!(members, path);
-        let borrowed = pointer_members(&text).unwrap().last().unwrap();
-        assert!(
-            matches!(borrowed, Cow::Borrowed("plain")),
-            "no escape, no copy"
-        );
-        assert!(pointer_members("").is_none() && pointer_members("a/b").is_none());
-    }
 
     /// Names dlt 1.31 gives (`snake_case.NamingConvention().normalize_identifier`,
     /// run on this machine), for the names dlt accepts.

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use super::Pointer;
+
 pub mod merge;
 
 /// How a run's records change a table: a pipeline file's `write`.
@@ -11,9 +13,11 @@ pub mod merge;
 /// use etl_core::content::write::{MergeKeys, Write};
 ///
 /// assert_eq!(Write::default(), Write::Append);
-/// let merge = Write::Merge(MergeKeys::new(["/id"]).hard_delete("/deleted"));
+/// let merge = Write::Merge(MergeKeys::new(["/id".parse()?]).hard_delete("/deleted".parse()?));
 /// assert_eq!(merge.to_string(), "merge");
 /// assert!(Write::NAMES.contains(&merge.name()));
+/// assert_eq!(merge.summary(), "merge (primary key /id, hard delete /deleted)");
+/// # Ok::<(), String>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -57,10 +61,11 @@ impl Write {
     ///
     /// ```
     /// use etl_core::content::write::{MergeKeys, Write};
-    /// let merge = Write::Merge(MergeKeys::new(["/id"]));
+    /// let merge = Write::Merge(MergeKeys::new(["/id".parse()?]));
     /// assert_eq!(Write::Append.differs(&Write::Append), None);
     /// let why = Write::Append.differs(&merge).unwrap();
     /// assert!(why.contains("append") && why.contains("merge"), "{why}");
+    /// # Ok::<(), String>(())
     /// ```
     pub fn differs(&self, asked: &Write) -> Option<String> {
         (self != asked).then(|| {
@@ -88,7 +93,8 @@ impl Write {
                     .hard_delete
                     .as_ref()
                     .map_or(String::new(), |at| format!(", hard delete {at}"));
-                format!(" (primary key {}{delete})", keys.primary_key.join(", "))
+                let key: Vec<&str> = keys.primary_key.iter().map(Pointer::as_str).collect();
+                format!(" (primary key {}{delete})", key.join(", "))
             }
             _ => String::new(),
         }
@@ -101,29 +107,25 @@ impl Write {
 pub struct MergeKeys {
     /// The primary key: JSON Pointers into the record, one or more (a
     /// compound key).
-    pub primary_key: Vec<String>,
+    pub primary_key: Vec<Pointer>,
     /// Where a record says it was deleted upstream (`hard_delete`): true
     /// there, or for any other type not null (a `deleted_at` time).
-    pub hard_delete: Option<String>,
+    pub hard_delete: Option<Pointer>,
 }
 
 impl MergeKeys {
     /// A merge on the primary key of these JSON Pointers.
-    pub fn new<I, S>(primary_key: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
+    pub fn new(primary_key: impl IntoIterator<Item = Pointer>) -> Self {
         MergeKeys {
-            primary_key: primary_key.into_iter().map(Into::into).collect(),
+            primary_key: primary_key.into_iter().collect(),
             hard_delete: None,
         }
     }
 
     /// A record whose member at the JSON Pointer `at` is true (or not
     /// null, for any other type) deletes the row of its key.
-    pub fn hard_delete(mut self, at: impl Into<String>) -> Self {
-        self.hard_delete = Some(at.into());
+    pub fn hard_delete(mut self, at: Pointer) -> Self {
+        self.hard_delete = Some(at);
         self
     }
 }

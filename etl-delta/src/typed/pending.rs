@@ -237,7 +237,7 @@ mod tests {
     }
 
     fn merging() -> SchemaOptions {
-        SchemaOptions::default().write(Write::Merge(MergeKeys::new(["/id"])))
+        SchemaOptions::default().write(Write::Merge(MergeKeys::new(["/id".parse().unwrap()])))
     }
 
     /// How many rows the child table at `location` holds.

@@ -4,6 +4,7 @@
 use toml::Spanned;
 
 use etl_core::content::write::{MergeKeys, Write};
+use etl_core::content::Pointer;
 
 use super::config::in_record;
 use super::error::{closest, ConfigError, Locator, Problems};
@@ -74,7 +75,8 @@ pub(crate) fn write_disposition(
     }
     let primary_key = match (keys.primary_key, keys.id) {
         (Some(given), _) => problems.take(pointers(given, at)),
-        (None, Some(id)) => Some(vec![id.get_ref().clone()]),
+        // An `id` that is not a pointer is named where `id` is read.
+        (None, Some(id)) => Pointer::parse(id.get_ref()).ok().map(|id| vec![id]),
         (None, None) => None,
     };
     let hard_delete = keys
@@ -86,7 +88,7 @@ pub(crate) fn write_disposition(
             // `id` is required of every resource: without it, it is named.
             let mut keys = MergeKeys::new(primary_key.unwrap_or_default());
             if let Some(h) = hard_delete {
-                keys = keys.hard_delete(h.to_string());
+                keys = keys.hard_delete(h);
             }
             Write::Merge(keys)
         }
@@ -96,7 +98,7 @@ pub(crate) fn write_disposition(
 }
 
 /// `primary_key`: a pointer into the record, or a list of them.
-fn pointers(given: &Spanned<toml::Value>, at: &Locator<'_>) -> Result<Vec<String>, ConfigError> {
+fn pointers(given: &Spanned<toml::Value>, at: &Locator<'_>) -> Result<Vec<Pointer>, ConfigError> {
     let wrong = || {
         at.key(
             given.span(),
@@ -113,13 +115,11 @@ fn pointers(given: &Spanned<toml::Value>, at: &Locator<'_>) -> Result<Vec<String
         _ => return Err(wrong()),
     };
     let mut problems = Problems::default();
-    let read: Vec<Option<String>> = texts
+    let read: Vec<Option<Pointer>> = texts
         .iter()
         .map(|text| {
             let spanned = Spanned::new(given.span(), (*text).to_owned());
-            problems
-                .take(in_record(&spanned, "primary_key", at))
-                .map(|p| p.to_string())
+            problems.take(in_record(&spanned, "primary_key", at))
         })
         .collect();
     problems.check()?;

@@ -1,7 +1,6 @@
 //! What a typed output holds: its tables (the resource's, and one for each
 //! list), their columns in order, and the options that shape them.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +9,7 @@ use super::column::ColumnType;
 use super::loader;
 use crate::content::naming::{self, Names};
 use crate::content::write::{MergeKeys, Write};
+use crate::content::Pointer;
 
 /// The schema's maps, keyed by member pointers from the API: looked up once
 /// or twice for every value of every record, so foldhash (fast, and seeded
@@ -800,8 +800,8 @@ impl WriteDoc {
         match write {
             Write::Append => None,
             Write::Merge(keys) => Some(WriteDoc {
-                primary_key: keys.primary_key.clone(),
-                hard_delete: keys.hard_delete.clone(),
+                primary_key: keys.primary_key.iter().map(|p| p.to_string()).collect(),
+                hard_delete: keys.hard_delete.as_ref().map(Pointer::to_string),
                 ..doc("merge")
             }),
             other => Some(doc(other.name())),
@@ -813,9 +813,13 @@ impl WriteDoc {
             "append" => Ok(Write::Append),
             "replace" => Ok(Write::Replace),
             "merge" => {
-                let keys = MergeKeys::new(self.primary_key);
+                let read = |at: &str| {
+                    Pointer::parse(at).map_err(|e| format!("the stored schema's merge keys: {e}"))
+                };
+                let primary_key = self.primary_key.iter().map(|at| read(at));
+                let keys = MergeKeys::new(primary_key.collect::<Result<Vec<_>, _>>()?);
                 Ok(Write::Merge(match self.hard_delete {
-                    Some(at) => keys.hard_delete(at),
+                    Some(at) => keys.hard_delete(read(&at)?),
                     None => keys,
                 }))
             }
@@ -828,7 +832,7 @@ impl WriteDoc {
 
 /// The member names of a JSON Pointer (`/a~1b/c` is `a/b`, `c`).
 fn pointer_parts(path: &str) -> Vec<String> {
-    naming::pointer_members(path)
-        .map(|members| members.map(Cow::into_owned).collect())
+    Pointer::parse(path)
+        .map(|p| p.tokens().to_vec())
         .unwrap_or_default()
 }

@@ -804,7 +804,9 @@ fn the_write_disposition_is_stored_and_read_back_and_append_leaves_the_text_as_i
     use crate::content::write::{MergeKeys, Write};
     let append = Schema::new("issues", SchemaOptions::default()).unwrap();
     assert!(!append.to_json().contains("write"), "{}", append.to_json());
-    let merge = Write::Merge(MergeKeys::new(["/number"]).hard_delete("/deleted"));
+    let merge = Write::Merge(
+        MergeKeys::new(["/number".parse().unwrap()]).hard_delete("/deleted".parse().unwrap()),
+    );
     let made = Schema::new("issues", SchemaOptions::default().write(merge.clone())).unwrap();
     // Read back with other options, the stored disposition holds.
     let read = Schema::from_json(&made.to_json(), SchemaOptions::default()).unwrap();

@@ -27,13 +27,11 @@
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::content::naming::pointer_members;
-use crate::content::JsonKey;
+use crate::content::{JsonKey, Pointer};
 
 use super::MergeKeys;
 
@@ -46,9 +44,10 @@ use super::MergeKeys;
 /// ```
 /// use etl_core::content::write::{merge::key_of, MergeKeys};
 ///
-/// let keys = MergeKeys::new(["/id"]).hard_delete("/deleted");
+/// let keys = MergeKeys::new(["/id".parse()?]).hard_delete("/deleted".parse()?);
 /// assert_eq!(key_of(r#"{"id":5,"deleted":true}"#, &keys), Ok(("5".into(), true)));
 /// assert!(key_of(r#"{"name":"x"}"#, &keys).unwrap_err().contains("/id"));
+/// # Ok::<(), String>(())
 /// ```
 pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     // Only the members the pointers name are kept, as their raw text, and
@@ -56,13 +55,13 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     // write's path, and a map of every member (each name hashed and
     // copied) was a large share of a merge page's CPU.
     let pointers = keys.primary_key.iter().chain(&keys.hard_delete);
-    let names: Vec<Cow<'_, str>> = pointers
-        .filter_map(|at| pointer_members(at)?.next())
+    let names: Vec<&str> = pointers
+        .filter_map(|at| at.tokens().first().map(String::as_str))
         .collect();
     let record = Members(&names)
         .deserialize(&mut serde_json::Deserializer::from_str(json))
         .map_err(|e| e.to_string())?;
-    let found = |at: &str| {
+    let found = |at: &Pointer| {
         member(&record, at)
             .filter(|v| !v.is_null())
             .ok_or_else(|| format!("primary key {at}: not found (merge needs it)"))
@@ -73,13 +72,13 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
             other => other.to_string(),
         },
         many => {
-            let values = many.iter().map(|at| found(at));
+            let values = many.iter().map(found);
             Value::Array(values.collect::<Result<_, _>>()?).to_string()
         }
     };
     let deleted = keys
         .hard_delete
-        .as_deref()
+        .as_ref()
         .and_then(|at| member(&record, at))
         .is_some_and(|v| match v {
             Value::Bool(b) => b,
@@ -91,7 +90,7 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
 /// An object's members named in `.0`, each as its raw JSON text, in the
 /// order they came (of a name sent twice, the last counts, as a map
 /// keeps it).
-struct Members<'n>(&'n [Cow<'n, str>]);
+struct Members<'n>(&'n [&'n str]);
 
 type Kept<'j> = Vec<(JsonKey<'j>, &'j RawValue)>;
 
@@ -113,7 +112,7 @@ impl<'de> Visitor<'de> for Members<'_> {
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Kept<'de>, M::Error> {
         let mut kept = Vec::new();
         while let Some(name) = map.next_key::<JsonKey<'de>>()? {
-            if self.0.contains(&name.0) {
+            if self.0.contains(&name.0.as_ref()) {
                 kept.push((name, map.next_value::<&RawValue>()?));
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -123,37 +122,16 @@ impl<'de> Visitor<'de> for Members<'_> {
     }
 }
 
-/// The member `name` of `kept`.
-fn named<'j>(kept: &Kept<'j>, name: &str) -> Option<&'j RawValue> {
-    kept.iter()
-        .rev()
-        .find(|(n, _)| n.0 == name)
-        .map(|&(_, v)| v)
-}
-
-/// The value at the JSON Pointer `at` of the record whose members
-/// `record` keeps, each level below parsed only as far as the pointer
-/// goes.
-fn member(record: &Kept<'_>, at: &str) -> Option<Value> {
-    let mut tokens = pointer_members(at)?;
-    let mut value: &RawValue = named(record, &tokens.next()?)?;
-    for token in tokens {
-        let text = value.get();
-        value = match text.as_bytes().first()? {
-            b'{' => {
-                let object = Members(std::slice::from_ref(&token))
-                    .deserialize(&mut serde_json::Deserializer::from_str(text))
-                    .ok()?;
-                named(&object, &token)?
-            }
-            b'[' => {
-                let list: Vec<&RawValue> = serde_json::from_str(text).ok()?;
-                *list.get(token.parse::<usize>().ok()?)?
-            }
-            _ => return None,
-        };
-    }
-    serde_json::from_str(value.get()).ok()
+/// The value at `at` in the record whose top-level members `record`
+/// keeps (of a name sent twice, the last), each level below read only as
+/// far as the pointer goes.
+fn member(record: &Kept<'_>, at: &Pointer) -> Option<Value> {
+    let top = |name: &str| {
+        let kept = record.iter().rev().find(|(n, _)| n.0 == name);
+        kept.map(|&(_, v)| v.get())
+    };
+    // The record read as JSON already: a level below cannot fail to.
+    at.value_below(top).ok().flatten()
 }
 
 /// One version of a page, as the merge weighs it.
@@ -278,6 +256,14 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn p(text: &str) -> Pointer {
+        Pointer::parse(text).unwrap()
+    }
+
+    fn keys_at(primary_key: &[&str]) -> MergeKeys {
+        MergeKeys::new(primary_key.iter().map(|at| p(at)))
+    }
+
     fn at(s: u64) -> Option<SystemTime> {
         Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s))
     }
@@ -293,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_key_is_read_as_id_is_and_a_deletion_is_true_or_not_null() {
-        let keys = MergeKeys::new(["/id"]).hard_delete("/deleted");
+        let keys = keys_at(&["/id"]).hard_delete(p("/deleted"));
         assert_eq!(key_of(r#"{"id":5}"#, &keys).unwrap(), ("5".into(), false));
         assert_eq!(
             key_of(r#"{"id":"a","deleted":true}"#, &keys).unwrap(),
@@ -301,7 +287,7 @@ mod tests {
         );
         assert!(!key_of(r#"{"id":1,"deleted":false}"#, &keys).unwrap().1);
         assert!(!key_of(r#"{"id":1,"deleted":null}"#, &keys).unwrap().1);
-        let when = MergeKeys::new(["/id"]).hard_delete("/deleted_at");
+        let when = keys_at(&["/id"]).hard_delete(p("/deleted_at"));
         assert!(
             key_of(r#"{"id":1,"deleted_at":"2026-01-01"}"#, &when)
                 .unwrap()
@@ -309,17 +295,17 @@ mod tests {
         );
         let e = key_of(r#"{"name":"x"}"#, &keys).unwrap_err();
         assert!(e.contains("primary key /id: not found"), "{e}");
-        let nested = MergeKeys::new(["/repo/owner/id", "/tags/1"]);
+        let nested = keys_at(&["/repo/owner/id", "/tags/1"]);
         assert_eq!(
             key_of(r#"{"repo":{"owner":{"id":7}},"tags":["a","b~/"]}"#, &nested)
                 .unwrap()
                 .0,
             r#"[7,"b~/"]"#
         );
-        let escaped = MergeKeys::new(["/a~1b"]);
+        let escaped = keys_at(&["/a~1b"]);
         assert_eq!(key_of(r#"{"a/b":"x"}"#, &escaped).unwrap().0, "x");
         assert!(key_of("[1]", &keys).is_err(), "a record is an object");
-        let both = MergeKeys::new(["/org", "/n"]);
+        let both = keys_at(&["/org", "/n"]);
         assert_eq!(
             key_of(r#"{"org":"rust","n":7}"#, &both).unwrap().0,
             r#"["rust",7]"#
@@ -328,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_key_is_found_among_members_skipped_unread_and_the_last_of_a_name_counts() {
-        let keys = MergeKeys::new(["/id"]).hard_delete("/gone");
+        let keys = keys_at(&["/id"]).hard_delete(p("/gone"));
         // Members around the key of every kind, skipped; a name with an
         // escape is the name it spells.
         let record = r#"{"a":{"id":1,"x":[{"id":2}]},"b":[1,{"c":"}"}],"i\u0064":"k","z":null}"#;
@@ -337,7 +323,7 @@ mod tests {
         let twice = r#"{"id":1,"gone":false,"id":2,"gone":true}"#;
         assert_eq!(key_of(twice, &keys).unwrap(), ("2".into(), true));
         // Below the record too.
-        let nested = MergeKeys::new(["/o/id"]);
+        let nested = keys_at(&["/o/id"]);
         assert_eq!(key_of(r#"{"o":{"id":3,"id":4}}"#, &nested).unwrap().0, "4");
         assert!(key_of(r#"{"id":1"#, &keys).is_err(), "not JSON");
     }

@@ -718,13 +718,13 @@ fn write_dispositions_read_with_the_id_as_the_default_key() {
     );
     assert_eq!(
         parse("write = \"merge\"\n").unwrap().write,
-        Write::Merge(MergeKeys::new(["/id"]))
+        Write::Merge(MergeKeys::new(["/id".parse().unwrap()]))
     );
     assert_eq!(
         parse("write = \"merge\"\nprimary_key = [\"/org\", \"/repo/id\"]\nhard_delete = \"/deleted_at\"\n")
             .unwrap()
             .write,
-        Write::Merge(MergeKeys::new(["/org", "/repo/id"]).hard_delete("/deleted_at"))
+        Write::Merge(MergeKeys::new(["/org".parse().unwrap(), "/repo/id".parse().unwrap()]).hard_delete("/deleted_at".parse().unwrap()))
     );
     // The top level's keys are every resource's default.
     let many = Resource::parse_every(

@@ -241,7 +241,7 @@ impl Head<'_> {
     /// any array or object. `None` otherwise (the page's reading then
     /// finds it).
     pub fn value_in_head(&self, pointer: &Pointer) -> Option<Value> {
-        pointer.in_head(self.body)
+        super::pointer::in_head(pointer, self.body)
     }
 }
 
