@@ -9,8 +9,9 @@
 //! its successor's come in.
 //!
 //! Two writers merging one key at once: the unique index on `_etl_id` makes
-//! the later insert skip; that page then fails as a serialization failure
-//! (transient), and its retry weighs its versions against the winner's.
+//! the later insert fail (it waits for the first to commit); that page
+//! then fails as a serialization failure (transient), and its retry weighs
+//! its versions against the winner's.
 
 use etl_core::content::typed::{loader, Schema};
 use etl_core::content::write::merge::{weigh, Gone, Held, Merged, Version};

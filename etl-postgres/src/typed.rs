@@ -16,6 +16,7 @@ use etl_core::content::write::Write;
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject, Written};
 use tokio::sync::Mutex;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
@@ -338,11 +339,6 @@ impl Typed {
             .await?;
         let mut written = Written::from(inserted);
         if let Some(merged) = merged {
-            // Fewer went in than were merged: another writer's insert of
-            // a key overtook this page's.
-            if inserted < merged.insert.iter().filter(|&&i| i).count() {
-                return Err(merge::overtaken(self.table.as_str()));
-            }
             written = written.deleting(merged.deleted);
         }
         Ok((made, written))
@@ -1043,8 +1039,10 @@ impl Batch {
     }
 
     /// Inserts the resource's rows, then the child rows of those that were
-    /// new; returns how many were. Under a merge a row another of its key
-    /// holds (`_etl_id` is unique) is not inserted either.
+    /// new; returns how many were. Under a merge every row goes in (the
+    /// merge weighed their keys under their locks), and another writer's
+    /// insert of one of their keys meanwhile fails the page as overtaken
+    /// (`_etl_id` is unique), to be merged again.
     async fn insert(
         &mut self,
         client: &Client,
@@ -1069,19 +1067,29 @@ impl Batch {
             }
             let table = &schema.tables()[at];
             let insert = self.arrays(at, table);
-            if at == 0 {
+            if at == 0 && merge {
+                // The page's merge locked and weighed every key it
+                // inserts: a row is in only if no other writer's was. A
+                // plain INSERT (a speculative one, ON CONFLICT, cost the
+                // resource's insert a third of its time): a concurrent
+                // writer's insert of a key waits here until it commits,
+                // then fails this page, to be merged again on its rows.
+                client
+                    .execute(&insert.sql(table, ""), &insert.params)
+                    .await
+                    .map_err(|e| match e.code() {
+                        Some(&SqlState::UNIQUE_VIOLATION) => merge::overtaken(table.name()),
+                        _ => errors::from_pg_plain(&e),
+                    })?;
+                new_keys.extend(self.tables[at].keys.iter().cloned());
+            } else if at == 0 {
                 // A concurrent writer's insert of the same record waits
                 // here until it commits, and is then not returned: its
                 // child rows are that writer's to write.
                 let k = quote(loader::KEY);
-                let target = if merge {
-                    String::new()
-                } else {
-                    format!("({k}) ")
-                };
                 let sql = insert.sql(
                     table,
-                    &format!(" ON CONFLICT {target}DO NOTHING RETURNING {k}"),
+                    &format!(" ON CONFLICT ({k}) DO NOTHING RETURNING {k}"),
                 );
                 for row in client
                     .query(&sql, &insert.params)

@@ -8,6 +8,7 @@ use etl_core::{Record, Sink};
 use etl_postgres::PostgresSink;
 use serde_json::json;
 use std::collections::HashSet;
+use std::sync::Arc;
 use tokio_postgres::NoTls;
 
 fn url() -> String {
@@ -1076,6 +1077,79 @@ async fn a_merge_tables_cursor_counts_its_deletions() {
     assert_eq!(
         sink.newest_last_updated().await.unwrap().as_deref(),
         Some("2026-11-05T00:00:00Z")
+    );
+    drop_family(&admin, &t).await;
+}
+
+/// A merge page whose key another writer inserts while the page is being
+/// written (after it weighed the key, before it commits) waits for that
+/// writer, then fails as a transient serialization failure, changing
+/// nothing; merged again, it weighs its version against the winner's row.
+#[tokio::test]
+#[ignore = "needs a PostgreSQL server: set ETL_PG_URL and pass --include-ignored"]
+async fn a_merge_overtaken_by_another_writers_insert_of_its_key_is_retried_on_its_row() {
+    use etl_core::content::write::{MergeKeys, Write};
+    let (admin, t) = fresh("mergeovertaken").await;
+    let merge = Write::Merge(MergeKeys::new(["/id".parse().unwrap()]));
+    let options = SchemaOptions::postgres().write(merge);
+    let sink = PostgresSink::connect_typed::<Doc>(&url(), &t, options)
+        .await
+        .unwrap();
+    let first = [json!({"id": 1, "updated_at": "2026-11-01T00:00:00Z"})];
+    assert_eq!(sink.load(&docs(&first)).await.unwrap(), 1);
+
+    // The other writer's row of key 2, in a transaction left open.
+    let (other, connection) = tokio_postgres::connect(&url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    other
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO \"{t}\" (_etl_key, _etl_id, _etl_loaded_at, _etl_row) \
+             VALUES ('theirs', '2', now(), '{{\"id\": 2}}')"
+        ))
+        .await
+        .unwrap();
+    let ours = docs(&[json!({"id": 2, "updated_at": "2026-11-02T00:00:00Z"})]);
+    let load = tokio::spawn({
+        let (sink, ours) = (Arc::new(sink), ours.clone());
+        async move { (sink.load(&ours).await, sink) }
+    });
+    // The load waits on the other writer's insert of the key.
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO \"{t}\"%'"
+    );
+    for _ in 0..500 {
+        if count(&admin, &waiting).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        count(&admin, &waiting).await,
+        1,
+        "the load waits on the key"
+    );
+    other.batch_execute("COMMIT").await.unwrap();
+    let (overtaken, sink) = load.await.unwrap();
+    let err = overtaken.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("another writer merged"), "{err}");
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        2,
+        "nothing of the page went in"
+    );
+
+    // Merged again: its version is newer than the other writer's row.
+    assert_eq!(sink.load(&ours).await.unwrap(), 1);
+    let held = count(
+        &admin,
+        &format!("SELECT count(*) FROM \"{t}\" WHERE _etl_id = '2' AND _etl_key <> 'theirs'"),
+    )
+    .await;
+    assert_eq!(held, 1);
+    assert_eq!(
+        count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
+        2
     );
     drop_family(&admin, &t).await;
 }
