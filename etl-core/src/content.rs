@@ -14,7 +14,7 @@
 //! ([`crate::JsonlSink`]), `reject` (entries that did not read),
 //! `parallel` (per-row work on every core, [`par_map`]), [`naming`]
 //! (table and column names made from member names, as dlt makes them),
-//! [`pointer`] (a JSON Pointer into a record, [`Pointer`]) and
+//! [`pointer`](mod@pointer) (a JSON Pointer into a record, [`Pointer`]) and
 //! [`write`](mod@write) (how a run's records change a table).
 
 mod idempotent;
