@@ -194,45 +194,58 @@ fn descend<'a>(mut node: &'a str, tokens: &[String]) -> Result<Option<&'a str>, 
 fn step<'a>(node: &'a str, token: &str) -> Result<Option<&'a str>, serde_json::Error> {
     let mut reader = serde_json::Deserializer::from_str(node);
     let found = match node.trim_start().as_bytes().first() {
-        Some(b'{') => Named(token).deserialize(&mut reader)?,
+        Some(b'{') => last_named(&Members(&[token]).deserialize(&mut reader)?, token),
         Some(b'[') => match array_index(token) {
-            Some(at) => Nth(at).deserialize(&mut reader)?,
+            Some(at) => Nth(at).deserialize(&mut reader)?.map(RawValue::get),
             None => return Ok(None),
         },
         _ => return Ok(None),
     };
     reader.end()?;
-    Ok(found.map(RawValue::get))
+    Ok(found)
 }
 
-/// An object's member named `.0`, unparsed.
-struct Named<'t>(&'t str);
+/// An object's members named in `.0`, each as its raw JSON text, in the
+/// order they came; every other member is skipped unparsed. What a
+/// pointer's step into an object reads, and what a merge reads of a
+/// record's top level for all its keys at once.
+pub(crate) struct Members<'n>(pub(crate) &'n [&'n str]);
 
-impl<'de> DeserializeSeed<'de> for Named<'_> {
-    type Value = Option<&'de RawValue>;
+/// The members [`Members`] kept, by name.
+pub(crate) type Kept<'j> = Vec<(JsonKey<'j>, &'j RawValue)>;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+/// The text of member `name` of `kept`: of a name sent twice, the last,
+/// as a map keeps it.
+pub(crate) fn last_named<'j>(kept: &Kept<'j>, name: &str) -> Option<&'j str> {
+    let found = kept.iter().rev().find(|(n, _)| n.0 == name);
+    found.map(|&(_, v)| v.get())
+}
+
+impl<'de> DeserializeSeed<'de> for Members<'_> {
+    type Value = Kept<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kept<'de>, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for Named<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = Kept<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-        let mut found = None;
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Kept<'de>, M::Error> {
+        let mut kept = Vec::new();
         while let Some(name) = map.next_key::<JsonKey<'de>>()? {
-            if name.0 == self.0 {
-                found = Some(map.next_value::<&RawValue>()?);
+            if self.0.contains(&name.0.as_ref()) {
+                kept.push((name, map.next_value::<&RawValue>()?));
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(found)
+        Ok(kept)
     }
 }
 

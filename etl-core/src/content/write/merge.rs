@@ -24,14 +24,13 @@
 //! assert_eq!(change.out, ["old"]);
 //! ```
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::fmt;
 use std::time::SystemTime;
 
-use crate::content::{JsonKey, Pointer};
+use crate::content::pointer::{last_named, Kept, Members};
+use crate::content::Pointer;
 
 use super::MergeKeys;
 
@@ -87,51 +86,14 @@ pub fn key_of(json: &str, keys: &MergeKeys) -> Result<(String, bool), String> {
     Ok((key, deleted))
 }
 
-/// An object's members named in `.0`, each as its raw JSON text, in the
-/// order they came (of a name sent twice, the last counts, as a map
-/// keeps it).
-struct Members<'n>(&'n [&'n str]);
-
-type Kept<'j> = Vec<(JsonKey<'j>, &'j RawValue)>;
-
-impl<'de> DeserializeSeed<'de> for Members<'_> {
-    type Value = Kept<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kept<'de>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Members<'_> {
-    type Value = Kept<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Kept<'de>, M::Error> {
-        let mut kept = Vec::new();
-        while let Some(name) = map.next_key::<JsonKey<'de>>()? {
-            if self.0.contains(&name.0.as_ref()) {
-                kept.push((name, map.next_value::<&RawValue>()?));
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(kept)
-    }
-}
-
 /// The value at `at` in the record whose top-level members `record`
 /// keeps (of a name sent twice, the last), each level below read only as
 /// far as the pointer goes.
 fn member(record: &Kept<'_>, at: &Pointer) -> Option<Value> {
-    let top = |name: &str| {
-        let kept = record.iter().rev().find(|(n, _)| n.0 == name);
-        kept.map(|&(_, v)| v.get())
-    };
     // The record read as JSON already: a level below cannot fail to.
-    at.value_below(top).ok().flatten()
+    at.value_below(|name| last_named(record, name))
+        .ok()
+        .flatten()
 }
 
 /// One version of a page, as the merge weighs it.
