@@ -1081,6 +1081,9 @@ impl Batch {
                         Some(&SqlState::UNIQUE_VIOLATION) => merge::overtaken(table.name()),
                         _ => errors::from_pg_plain(&e),
                     })?;
+                // The child tables still hold the rows of every version
+                // of the page: only those of the versions that went in
+                // follow.
                 new_keys.extend(self.tables[at].keys.iter().cloned());
             } else if at == 0 {
                 // A concurrent writer's insert of the same record waits
