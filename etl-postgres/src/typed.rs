@@ -1070,10 +1070,10 @@ impl Batch {
             if at == 0 && merge {
                 // The page's merge locked and weighed every key it
                 // inserts: a row is in only if no other writer's was. A
-                // plain INSERT (a speculative one, ON CONFLICT, cost the
-                // resource's insert a third of its time): a concurrent
-                // writer's insert of a key waits here until it commits,
-                // then fails this page, to be merged again on its rows.
+                // plain INSERT, then (ON CONFLICT's speculative insertion
+                // is costly, BENCHMARKS.md): a concurrent writer's insert
+                // of a key waits here until it commits, then fails this
+                // page, to be merged again on its rows.
                 client
                     .execute(&insert.sql(table, ""), &insert.params)
                     .await
