@@ -114,10 +114,13 @@ pub(crate) struct KeyIndex {
 /// distinct values only hashes each one and stores the column twice). The
 /// column `text`, each entry's JSON text, is written plain for the same
 /// reason, and without statistics: no reader skips files by the least and
-/// greatest of a JSON text. A child table's `_etl_parent_key` and
-/// `_etl_root_key` are written plain too: content keys, each repeated only
-/// across one record's list elements, which Snappy finds side by side as
-/// well as a dictionary would, without hashing every value.
+/// greatest of a JSON text. A typed table's `_etl_key` is written plain
+/// where it is not the key column too (a merge table's key column is
+/// `_etl_id`): it is each row's own content key. A child table's
+/// `_etl_parent_key` and `_etl_root_key` are written plain as well:
+/// content keys, each repeated only across one record's list elements,
+/// which Snappy finds side by side as well as a dictionary would, without
+/// hashing every value.
 ///
 /// A file of at most [`ONE_PAGE_ROWS`] rows gets statistics per column
 /// chunk only, not per page: its columns are a page or two each, so a page
@@ -137,7 +140,7 @@ pub(crate) fn writer_properties(
         .set_column_bloom_filter_enabled(column.clone(), true)
         .set_column_bloom_filter_fpp(column.clone(), fpp)
         .set_column_bloom_filter_max_ndv(column, rows.clamp(1, group) as u64);
-    for keys in [loader::PARENT_KEY, loader::ROOT_KEY] {
+    for keys in [loader::KEY, loader::PARENT_KEY, loader::ROOT_KEY] {
         properties = properties.set_column_dictionary_enabled(ColumnPath::from(keys), false);
     }
     if rows <= ONE_PAGE_ROWS {
@@ -613,9 +616,16 @@ mod tests {
     }
 
     #[test]
-    fn a_child_tables_parent_and_root_keys_get_no_dictionary() {
-        let properties = writer_properties(("k", FPP), None, (ONE_PAGE_ROWS, ROW_GROUP));
-        for plain in [loader::PARENT_KEY, loader::ROOT_KEY, "k"] {
+    fn every_key_column_gets_no_dictionary() {
+        // A merge table's key column is `_etl_id`; its `_etl_key` is still
+        // a content key, one a row.
+        let properties = writer_properties((loader::ID, LOW_FPP), None, (ONE_PAGE_ROWS, ROW_GROUP));
+        for plain in [
+            loader::KEY,
+            loader::PARENT_KEY,
+            loader::ROOT_KEY,
+            loader::ID,
+        ] {
             assert!(
                 !properties.dictionary_enabled(&ColumnPath::from(plain)),
                 "{plain}"
