@@ -179,12 +179,20 @@ async fn forget(client: &Client, table: &str, keys: &[&str]) -> Result<(), EtlEr
 }
 
 /// A page whose versions a concurrent writer's insert of the same key
-/// overtook: retried as a whole, against the winner's rows.
-pub(crate) fn overtaken(table: &str) -> EtlError {
+/// overtook (`violation`, the unique violation its insert met): retried as
+/// a whole, against the winner's rows. The server's own words go in the
+/// message, naming the index: a unique index of the user's own that the
+/// page's rows break fails the same way, and must be told apart.
+pub(crate) fn overtaken(table: &str, violation: &tokio_postgres::Error) -> EtlError {
+    let said = match violation.as_db_error() {
+        Some(db) => db.to_string(),
+        None => violation.to_string(),
+    };
     EtlError::Database {
         sqlstate: Some("40001".into()),
         message: format!(
-            "table {table}: another writer merged a key of this page at the same moment; the page is merged again"
+            "table {table}: another writer merged a key of this page at the same moment ({said}); \
+             the page is merged again (a unique index of your own that the page breaks fails so every time)"
         ),
     }
 }

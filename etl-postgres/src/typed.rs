@@ -1078,7 +1078,7 @@ impl Batch {
                     .execute(&insert.sql(table, ""), &insert.params)
                     .await
                     .map_err(|e| match e.code() {
-                        Some(&SqlState::UNIQUE_VIOLATION) => merge::overtaken(table.name()),
+                        Some(&SqlState::UNIQUE_VIOLATION) => merge::overtaken(table.name(), &e),
                         _ => errors::from_pg_plain(&e),
                     })?;
                 // The child tables still hold the rows of every version

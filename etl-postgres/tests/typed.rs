@@ -1133,6 +1133,8 @@ async fn a_merge_overtaken_by_another_writers_insert_of_its_key_is_retried_on_it
     let err = overtaken.unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(err.to_string().contains("another writer merged"), "{err}");
+    // The server's words, naming the index the insert met.
+    assert!(err.to_string().contains("_etl_id"), "{err}");
     assert_eq!(
         count(&admin, &format!("SELECT count(*) FROM \"{t}\"")).await,
         2,
