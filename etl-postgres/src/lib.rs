@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod errors;
+mod indexes;
 mod merge;
 mod replace;
 mod session;

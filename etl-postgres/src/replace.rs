@@ -8,7 +8,9 @@
 //! see the new rows, all of them at once. The tables are emptied and
 //! filled in place (`TRUNCATE`, then `INSERT ... SELECT`), never dropped
 //! and renamed: a view, grant or index a user put on them stays (a view on
-//! a dropped table would have to be dropped with it).
+//! a dropped table would have to be dropped with it). The family's own
+//! plain indexes are dropped for the fill and built after it, once, rather
+//! than kept up row by row ([`indexes::rebuild`]); a user's are kept up.
 //!
 //! The copy's tables are `UNLOGGED`: the run's rows are written once, to
 //! the table, and to the write-ahead log only by the switch. A server
@@ -25,6 +27,7 @@ use etl_core::EtlError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::errors;
+use crate::indexes::{self, Rebuild};
 use crate::session::{self, Session};
 use crate::table::TableName;
 use crate::typed::{self, grow_sql, quote, Shape, SCHEMA_TABLE};
@@ -244,8 +247,12 @@ impl Replacing {
         .await?;
         let (before, after) = (self.parse(&self.seeded)?, self.parse(&text)?);
         self.check_copy(client, &after).await?;
+        let mut rebuilds = Vec::with_capacity(after.tables().len());
+        for table in after.tables() {
+            rebuilds.push(indexes::rebuild(client, &after, table).await?);
+        }
         client
-            .batch_execute(&self.copy_sql(&before, &after))
+            .batch_execute(&self.copy_sql(&before, &after, &rebuilds))
             .await
             .map_err(fail)?;
         client
@@ -288,13 +295,15 @@ impl Replacing {
     }
 
     /// The SQL that grows the family from `before` to `after` (the copy's
-    /// schema), empties its tables and fills them from the copy.
-    fn copy_sql(&self, before: &Schema, after: &Schema) -> String {
+    /// schema), empties its tables and fills them from the copy, each
+    /// table's plain indexes of the family's own dropped for the fill and
+    /// built after it (`rebuilds`, one for each table of `after`).
+    fn copy_sql(&self, before: &Schema, after: &Schema, rebuilds: &[Rebuild]) -> String {
         let to = quote(&self.staging);
         let mut sql = grow_sql(after, &Shape::of(before));
         let tables: Vec<String> = after.tables().iter().map(|t| quote(t.name())).collect();
         sql.push_str(&format!("TRUNCATE {};\n", tables.join(", ")));
-        for table in after.tables() {
+        for (table, rebuild) in after.tables().iter().zip(rebuilds) {
             let columns: Vec<String> = table
                 .loader_columns()
                 .iter()
@@ -303,10 +312,12 @@ impl Replacing {
                 .map(quote)
                 .collect();
             let columns = columns.join(", ");
+            sql.push_str(&rebuild.drop_sql);
             sql.push_str(&format!(
                 "INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t};\n",
                 t = quote(table.name())
             ));
+            sql.push_str(&rebuild.create_sql);
         }
         sql
     }
@@ -338,7 +349,7 @@ impl Replacing {
 /// `home`): its columns, their defaults and checks, and the resource's
 /// key, which makes a retried write's rows land once. No other index: the
 /// run only inserts into the copy, and the switch's copy into the table
-/// keeps the table's own indexes (a user's among them) up to date, so an
+/// brings the table's own indexes (a user's among them) up to date, so an
 /// index on the copy would be paid for twice.
 fn staging_table_sql((home, to): (&str, &str), table: &etl_core::content::typed::Table) -> String {
     let t = quote(table.name());

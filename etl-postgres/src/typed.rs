@@ -21,6 +21,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 use crate::errors;
+use crate::indexes;
 use crate::merge;
 use crate::table::{self, TableName};
 
@@ -684,33 +685,7 @@ fn create_sql(schema: &Schema, at: usize) -> String {
             .map(|c| format!("{} {}", quote(&c.name), sql_type(c.column_type))),
     );
     let t = quote(table.name());
-    let indexes = match table.parent() {
-        // A merge table holds one row per key, `_etl_id`.
-        None if matches!(schema.write(), Write::Merge(_)) => format!(
-            "CREATE INDEX ON {t} ({u});\nCREATE UNIQUE INDEX ON {t} ({i});\n",
-            u = quote(loader::UPDATED_AT),
-            i = quote(loader::ID),
-        ),
-        None => format!(
-            "CREATE INDEX ON {t} ({u});\nCREATE INDEX ON {t} ({i}, {u} DESC NULLS LAST, {l} DESC);\n",
-            u = quote(loader::UPDATED_AT),
-            i = quote(loader::ID),
-            l = quote(loader::LOADED_AT),
-        ),
-        // A merge takes a replaced row's child rows out by its key: without
-        // an index each page's delete reads the whole child table. A hash
-        // index: only ever looked up by equality, and it holds a hash of
-        // the 64-character key, not the key (a btree cost a merge into a
-        // new table 0.4 s more of 100,000 records).
-        Some(_) if matches!(schema.write(), Write::Merge(_)) => format!(
-            "CREATE INDEX ON {t} USING hash ({r});\n",
-            r = quote(loader::ROOT_KEY),
-        ),
-        // None on an append's child table: an index on `_etl_parent_key`
-        // cost a load a fifth of its time (BENCHMARKS.md), and analysts'
-        // joins read whole tables; one who looks up a few records adds it.
-        Some(_) => String::new(),
-    };
+    let indexes = indexes::create_sql(schema, table);
     format!(
         "CREATE TABLE IF NOT EXISTS {t} ({});\n{indexes}{}",
         columns.join(", "),

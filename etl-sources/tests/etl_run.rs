@@ -2351,6 +2351,22 @@ async fn copy_indexes(client: &tokio_postgres::Client, table: &str) -> Option<i6
         .then_some(indexes)
 }
 
+/// The indexes on `table`: each one's name, definition and object id,
+/// by name.
+async fn table_indexes(client: &tokio_postgres::Client, table: &str) -> Vec<(String, String, u32)> {
+    client
+        .query(
+            "SELECT c.relname::text, pg_get_indexdef(c.oid), c.oid FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass($1) ORDER BY c.relname::text COLLATE \"C\"",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
 /// `write = "replace"` into PostgreSQL: while the run stages the new rows,
 /// readers see the old ones and are not held up; at the end the table and
 /// its child table hold exactly the run's records, in one switch that
@@ -2390,6 +2406,8 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         ))
         .await
         .unwrap();
+    let indexes_before = table_indexes(&client, &table).await;
+    assert_eq!(indexes_before.len(), 4, "{indexes_before:?}");
 
     // Upstream: nine records left, one relabelled, one with a member of
     // its own; pages slow enough to look at the table mid-run.
@@ -2462,8 +2480,23 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
         .unwrap()
         .get(0);
     assert!(granted, "the grant survives");
-    let sql = format!("SELECT count(*) FROM pg_indexes WHERE indexname = '{table}_by_name'");
-    assert_eq!(count(sql).await, 1, "the user's index survives");
+    // Every index is as it was, by name and definition. The family's
+    // own, its key among them, were built again after the fill (new
+    // objects); the user's was kept up through it.
+    let indexes_after = table_indexes(&client, &table).await;
+    let unchanged =
+        |(name, definition, _): &(String, String, u32)| (name.clone(), definition.clone());
+    assert_eq!(
+        indexes_after.iter().map(unchanged).collect::<Vec<_>>(),
+        indexes_before.iter().map(unchanged).collect::<Vec<_>>()
+    );
+    let kept: Vec<&str> = indexes_before
+        .iter()
+        .zip(&indexes_after)
+        .filter(|(before, after)| before.2 == after.2)
+        .map(|(before, _)| before.0.as_str())
+        .collect();
+    assert_eq!(kept, [format!("{table}_by_name")]);
     assert!(staging_schemas(&client, &table).await.is_empty());
 
     // A run that fails after its first page: the tables are as they were.
@@ -2511,13 +2544,31 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     assert_eq!(count(format!("SELECT count(*) FROM {labels}")).await, 10);
 
     // A run that reads nothing empties the tables, and drops what the
-    // killed run staged.
+    // killed run staged. A user's view grouping by the key depends on the
+    // key constraint: the switch keeps the key up rather than drop it.
+    client
+        .batch_execute(&format!(
+            "CREATE VIEW {table}_keyed AS SELECT _etl_key, name FROM {table} GROUP BY _etl_key"
+        ))
+        .await
+        .unwrap();
+    let indexes_before = table_indexes(&client, &table).await;
     api.delay = Duration::ZERO;
     api.items.lock().unwrap().clear();
     let output = run(file.clone()).await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert_eq!(count(format!("SELECT count(*) FROM {table}")).await, 0);
     assert_eq!(count(format!("SELECT count(*) FROM {labels}")).await, 0);
+    let indexes_after = table_indexes(&client, &table).await;
+    let key = |indexes: &[(String, String, u32)]| {
+        indexes
+            .iter()
+            .find(|(name, ..)| *name == format!("{table}_pkey"))
+            .cloned()
+    };
+    assert!(key(&indexes_before).is_some());
+    assert_eq!(key(&indexes_after), key(&indexes_before), "the key kept");
+    assert_eq!(indexes_after.len(), indexes_before.len());
     assert!(staging_schemas(&client, &table).await.is_empty());
 
     // The table knows how it is written: `etl schema` says so, and a file
@@ -2548,7 +2599,7 @@ async fn a_replace_into_postgres_switches_at_once_and_keeps_views_and_grants() {
     );
     assert_eq!(api.requests(), before, "refused before any request");
     client
-        .batch_execute(&format!("DROP VIEW {table}_named"))
+        .batch_execute(&format!("DROP VIEW {table}_named, {table}_keyed"))
         .await
         .unwrap();
     drop_typed(&client, &table).await;
