@@ -243,6 +243,9 @@ pub(crate) async fn rebuild(
         .filter(|index| !index.unique)
         .chain(table.parent().is_none().then(Index::key))
         .collect();
+    if ours.is_empty() {
+        return Ok(Rebuild::default());
+    }
     let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
     let t = quote(table.name());
     let mut rebuild = Rebuild::default();
