@@ -11,16 +11,20 @@
 //! A file another tool wrote (an OPTIMIZE that rewrote the table, say) may
 //! have no filter: its key column is read once and a filter built from it.
 
+use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
+use deltalake::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
 use deltalake::parquet::arrow::async_reader::{
     ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::bloom_filter::Sbbf;
+use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::metadata::PageIndexPolicy;
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
@@ -62,9 +66,9 @@ pub(crate) const LOW_FPP: f64 = 1e-7;
 const ONE_PAGE_ROWS: usize = 4_096;
 
 /// The most rows a row group of a load's file holds: a reader (a merge
-/// rewriting a file it takes a row out of) and this writer hold one row
-/// group's columns at a time, so a file of a large load costs a row group
-/// of memory, not the file.
+/// rewriting a file it takes a row out of, [`rows_in_slices`]) and this
+/// writer hold this many rows' columns at a time, so a file of a large
+/// load costs a row group of memory, not the file.
 pub(crate) const ROW_GROUP: usize = 16_384;
 
 /// The most rows a row group of a file a merge writes again (without the
@@ -413,26 +417,95 @@ pub(crate) async fn read_text_and_time(
     Ok(rows)
 }
 
-/// Every row of one file, `columns` of it (`None`: all), as a stream of
-/// batches that owns its reader: a merge reads a file's keys whole, and
-/// rewrites it a batch at a time.
+/// Every row of one file, `columns` of it, as a stream of batches that
+/// owns its reader: a merge reads a file's keys whole.
 pub(crate) async fn rows_of(
     store: &Arc<dyn ObjectStore>,
     file: &DataFile,
-    columns: Option<&[&str]>,
+    columns: &[&str],
     location: &str,
 ) -> Result<ParquetRecordBatchStream<ParquetObjectReader>, EtlError> {
     let fail = |e| from_parquet(e, file.path.as_ref(), location);
-    let mut builder = open_file(store, file, location).await?;
-    if let Some(columns) = columns {
-        let leaves = columns
-            .iter()
-            .map(|c| key_leaf(&builder, c, file, location))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
-        builder = builder.with_projection(mask);
+    let builder = open_file(store, file, location).await?;
+    let leaves = columns
+        .iter()
+        .map(|c| key_leaf(&builder, c, file, location))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
+    builder.with_projection(mask).build().map_err(fail)
+}
+
+/// Every column of the rows of `file`, in the file's order, read at most
+/// [`ROW_GROUP`] rows at a time whatever its row groups hold: a file
+/// written again (a merge's copy-on-write) holds no more of itself in
+/// memory at once than a load's row group, even where a compaction wrote
+/// it as one group of a million rows. The offset index (our writer's
+/// files have one, as most writers' do) lets each slice fetch and decode
+/// only its own pages; a reader otherwise fetches a whole row group's
+/// columns at once. A file without an offset index is read a row group at
+/// a time.
+pub(crate) async fn rows_in_slices(
+    store: &Arc<dyn ObjectStore>,
+    file: &DataFile,
+    location: &str,
+) -> Result<
+    impl futures_util::Stream<Item = Result<RecordBatch, ParquetError>> + Send + 'static,
+    EtlError,
+> {
+    let mut reader =
+        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
+    let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+    let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
+        .await
+        .map_err(|e| from_parquet(e, file.path.as_ref(), location))?;
+    let slice = match metadata.metadata().offset_index() {
+        Some(_) => ROW_GROUP,
+        None => usize::MAX,
+    };
+    let groups = metadata
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|group| group.num_rows());
+    let slices: Vec<(usize, Option<RowSelection>)> = groups
+        .enumerate()
+        .flat_map(|(group, rows)| {
+            let rows = usize::try_from(rows).unwrap_or(0);
+            (0..rows)
+                .step_by(slice.min(rows).max(1))
+                .map(move |start| (group, slice_of(rows, start, slice)))
+        })
+        .collect();
+    Ok(futures_util::stream::iter(slices)
+        .map(move |(group, selection)| {
+            let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
+                reader.clone(),
+                metadata.clone(),
+            )
+            .with_row_groups(vec![group]);
+            match selection {
+                Some(selection) => builder.with_row_selection(selection),
+                None => builder,
+            }
+            .build()
+        })
+        .try_flatten())
+}
+
+/// The selection of at most `slice` rows from `start` of a row group of
+/// `rows`; `None` (no selection) where that is the whole group, which a
+/// reader then fetches a column at a time rather than a page at a time.
+fn slice_of(rows: usize, start: usize, slice: usize) -> Option<RowSelection> {
+    let len = slice.min(rows - start);
+    if len == rows {
+        return None;
     }
-    builder.build().map_err(fail)
+    let selectors = [
+        RowSelector::skip(start),
+        RowSelector::select(len),
+        RowSelector::skip(rows - start - len),
+    ];
+    Some(selectors.into_iter().filter(|s| s.row_count > 0).collect())
 }
 
 /// The `text` column of the row whose `time` column (a timestamp) is the
@@ -765,6 +838,53 @@ mod tests {
         assert_eq!(held, [true, true, false, false]);
         let every = index.held(&store, &keys, "k", "t", false).await.unwrap();
         assert!(every.iter().all(|&h| h), "every stored key is held");
+    }
+
+    #[tokio::test]
+    async fn a_file_is_read_in_slices_whole_and_in_order_with_or_without_its_offset_index() {
+        // Row groups of 40,000 and 3,000 rows (as a compaction writes
+        // them, larger than a load's), pages of 5,000: slices of
+        // `ROW_GROUP` rows begin and end inside pages and inside groups.
+        let n = 43_000;
+        let texts: Vec<String> = (0..n).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("row", ArrowType::Utf8, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(texts.clone()))]).unwrap();
+        let paged = || {
+            WriterProperties::builder()
+                .set_max_row_group_row_count(Some(40_000))
+                .set_data_page_row_count_limit(5_000)
+                .set_write_batch_size(1_000)
+        };
+        let store = memory();
+        for (name, properties) in [
+            ("indexed.parquet", paged().build()),
+            (
+                "unindexed.parquet",
+                paged()
+                    .set_statistics_enabled(EnabledStatistics::Chunk)
+                    .set_offset_index_disabled(true)
+                    .build(),
+            ),
+        ] {
+            let file = stored(&store, name, &batch, Some(properties)).await;
+            let batches: Vec<RecordBatch> = rows_in_slices(&store, &file, "t")
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            let read: Vec<String> = batches
+                .iter()
+                .flat_map(|b| {
+                    let column = b.column(0).as_string::<i32>();
+                    (0..b.num_rows())
+                        .map(|i| column.value(i).to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(read, texts, "{name}: every row once, in order");
+        }
     }
 
     #[tokio::test]

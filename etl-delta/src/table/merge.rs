@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::errors::from_parquet;
-use crate::keys::{rows_of, READ_AHEAD, REWRITE_GROUP};
+use crate::keys::{rows_in_slices, rows_of, READ_AHEAD, REWRITE_GROUP};
 use futures_util::{StreamExt, TryStreamExt};
 
 /// The rows a merge table holds for a page's keys, read at one version.
@@ -318,7 +318,7 @@ impl State {
             }
             let (out, schema) = (Arc::clone(&shared), schema.clone());
             let (asked, found) = (asked.cloned(), Arc::clone(&found));
-            let adds = match rows_of(&store, &file, None, shown).await {
+            let adds = match rows_in_slices(&store, &file, shown).await {
                 Ok(batches) => {
                     let batches = batches.map(move |rows| {
                         let rows = rows?;
@@ -462,7 +462,7 @@ async fn held_in(
     // Only what a merge weighs: the rows are read again, whole, only
     // where the page takes one out.
     let weighed = [loader::ID, loader::KEY, loader::UPDATED_AT];
-    let mut batches = rows_of(store, &file, Some(&weighed), shown).await?;
+    let mut batches = rows_of(store, &file, &weighed, shown).await?;
     let (mut rows, mut keys, mut held) = (0, Vec::new(), Held::new());
     while let Some(batch) = batches.next().await {
         let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
@@ -499,7 +499,7 @@ async fn keys_in(
     wanted: &HashSet<&str>,
     shown: &str,
 ) -> Result<(DataFile, usize, Vec<String>), EtlError> {
-    let mut batches = rows_of(store, &file, Some(&[loader::KEY]), shown).await?;
+    let mut batches = rows_of(store, &file, &[loader::KEY], shown).await?;
     let (mut rows, mut keys) = (0, Vec::new());
     while let Some(batch) = batches.next().await {
         let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
@@ -523,7 +523,7 @@ async fn texts_of(
     (wanted, text): (&HashSet<String>, &str),
     shown: &str,
 ) -> Result<Vec<(String, String)>, EtlError> {
-    let mut batches = rows_of(store, file, Some(&[loader::KEY, text]), shown).await?;
+    let mut batches = rows_of(store, file, &[loader::KEY, text], shown).await?;
     let mut found = Vec::new();
     while let Some(batch) = batches.next().await {
         let batch = batch.map_err(|e| from_parquet(e, file.path.as_ref(), shown))?;
