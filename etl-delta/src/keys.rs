@@ -11,8 +11,7 @@
 //! A file another tool wrote (an OPTIMIZE that rewrote the table, say) may
 //! have no filter: its key column is read once and a filter built from it.
 
-use deltalake::arrow::array::RecordBatch;
-use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
@@ -326,14 +325,17 @@ fn key_leaf(
         })
 }
 
+/// A reader of `file` in `store`, its size known (no request to learn it).
+fn reader_of(store: &Arc<dyn ObjectStore>, file: &DataFile) -> ParquetObjectReader {
+    ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size)
+}
+
 async fn open_file(
     store: &Arc<dyn ObjectStore>,
     file: &DataFile,
     location: &str,
 ) -> Result<ParquetRecordBatchStreamBuilder<ParquetObjectReader>, EtlError> {
-    let reader =
-        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
-    ParquetRecordBatchStreamBuilder::new(reader)
+    ParquetRecordBatchStreamBuilder::new(reader_of(store, file))
         .await
         .map_err(|e| from_parquet(e, file.path.as_ref(), location))
 }
@@ -452,8 +454,7 @@ pub(crate) async fn rows_in_slices(
     impl futures_util::Stream<Item = Result<RecordBatch, ParquetError>> + Send + 'static,
     EtlError,
 > {
-    let mut reader =
-        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
+    let mut reader = reader_of(store, file);
     let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
     let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
         .await
@@ -462,20 +463,21 @@ pub(crate) async fn rows_in_slices(
         Some(_) => ROW_GROUP,
         None => usize::MAX,
     };
-    let groups = metadata
-        .metadata()
-        .row_groups()
-        .iter()
-        .map(|group| group.num_rows());
-    let slices: Vec<(usize, Option<RowSelection>)> = groups
-        .enumerate()
-        .flat_map(|(group, rows)| {
-            let rows = usize::try_from(rows).unwrap_or(0);
-            (0..rows)
-                .step_by(slice.min(rows).max(1))
-                .map(move |start| (group, slice_of(rows, start, slice)))
-        })
-        .collect();
+    let mut slices = Vec::new();
+    for (group, meta) in metadata.metadata().row_groups().iter().enumerate() {
+        // A negative count (a damaged footer) would read as no rows, and
+        // a rewrite would lose the group's: refused instead.
+        let rows = usize::try_from(meta.num_rows()).map_err(|e| {
+            unreadable(
+                location,
+                file,
+                &format!("row group {group}'s row count"),
+                &e,
+            )
+        })?;
+        let starts = (0..rows).step_by(slice);
+        slices.extend(starts.map(|start| (group, slice_of(rows, start, slice))));
+    }
     Ok(futures_util::stream::iter(slices)
         .map(move |(group, selection)| {
             let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
@@ -544,12 +546,11 @@ pub(crate) async fn text_of_newest(
     };
     // The offset index (where a file has one: our writer's do) lets the
     // selection skip the pages before the row.
-    let reader =
-        ParquetObjectReader::new(Arc::clone(store), file.path.clone()).with_file_size(file.size);
     let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
-    let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
-        .await
-        .map_err(fail)?;
+    let builder =
+        ParquetRecordBatchStreamBuilder::new_with_options(reader_of(store, file), options)
+            .await
+            .map_err(fail)?;
     let mask = ProjectionMask::leaves(
         builder.parquet_schema(),
         [key_leaf(&builder, text, file, location)?],

@@ -21,6 +21,7 @@ use deltalake::arrow::datatypes::{DataType as ArrowType, Int64Type};
 use etl_core::content::typed::loader;
 use etl_core::content::write::merge::Held;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
@@ -217,6 +218,20 @@ impl KeyedTable {
     }
 }
 
+/// Whether a rewrite read all `rows` of `file` (`read` of them): a
+/// shorter or longer read is refused, naming the file, so that no
+/// rewrite commits a file that lost or repeated a row.
+fn read_whole(read: usize, rows: usize, file: &DataFile, shown: &str) -> Result<(), EtlError> {
+    if read == rows {
+        return Ok(());
+    }
+    Err(EtlError::InvalidInput(format!(
+        "Delta table {shown}: {} read as {read} rows where its key column holds {rows}: \
+         not written again, nothing committed",
+        file.path
+    )))
+}
+
 impl Holders {
     /// The version the rows were read at.
     pub fn at(&self) -> Version {
@@ -318,10 +333,13 @@ impl State {
             }
             let (out, schema) = (Arc::clone(&shared), schema.clone());
             let (asked, found) = (asked.cloned(), Arc::clone(&found));
+            let read = Arc::new(AtomicUsize::new(0));
+            let counted = Arc::clone(&read);
             let adds = match rows_in_slices(&store, &file, shown).await {
                 Ok(batches) => {
                     let batches = batches.map(move |rows| {
                         let rows = rows?;
+                        counted.fetch_add(rows.num_rows(), Ordering::Relaxed);
                         if let Some((texts, text)) = &asked {
                             let read = texts_in(&rows, (texts, text))?;
                             found.lock().unwrap_or_else(|e| e.into_inner()).extend(read);
@@ -333,6 +351,19 @@ impl State {
                         .await
                 }
                 Err(e) => Err(e),
+            };
+            // The old file goes with this commit: its rewrite holds every
+            // row it held but those taken out, or the file is not
+            // rewritten (the count is the keys' read, made apart).
+            let adds = match (
+                adds,
+                read_whole(read.load(Ordering::Relaxed), rows, &file, shown),
+            ) {
+                (Ok(adds), Err(e)) => {
+                    discard(&store, Some(Staged::written(adds))).await;
+                    Err(e)
+                }
+                (adds, _) => adds,
             };
             match adds {
                 Ok(adds) => done.rewritten.extend(adds),
@@ -610,5 +641,30 @@ fn remove_of(file: &DataFile, now: i64) -> Remove {
         deletion_vector: None,
         base_row_id: None,
         default_row_commit_version: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rewrite_that_read_more_or_fewer_rows_than_the_file_holds_is_refused() {
+        let file = DataFile {
+            path: Path::from("part-1.parquet"),
+            size: 1,
+        };
+        assert!(read_whole(99_000, 99_000, &file, "lake/t").is_ok());
+        for read in [0, 98_999, 99_001] {
+            let e = read_whole(read, 99_000, &file, "lake/t").unwrap_err();
+            let message = e.to_string();
+            assert!(message.contains("part-1.parquet"), "{message}");
+            assert!(
+                message.contains(&format!("read as {read} rows")),
+                "{message}"
+            );
+            assert!(message.contains("holds 99000"), "{message}");
+            assert!(matches!(e, EtlError::InvalidInput(_)), "{e:?}");
+        }
     }
 }
