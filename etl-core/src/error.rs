@@ -67,9 +67,10 @@ pub enum EtlError {
     /// A database refused or lost a statement. Classified by its SQLSTATE:
     /// no code (the connection itself failed), class 08 (connection
     /// exception), 40001 and 40P01 (serialization failure, deadlock: run it
-    /// again), class 53 (insufficient resources) and 57P01-57P03 (the server
-    /// shutting down or starting) are transient; every other code (a
-    /// constraint, a type, a syntax error) is permanent.
+    /// again), 55P03 (a lock not had in time), class 53 (insufficient
+    /// resources) and 57P01-57P03 (the server shutting down or starting)
+    /// are transient; every other code (a constraint, a type, a syntax
+    /// error) is permanent.
     #[error("database error{}: {message}", sqlstate.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
     Database {
         /// The five-character SQLSTATE, when the server sent one.
@@ -133,7 +134,8 @@ impl EtlError {
 
     /// Whether a database error with this SQLSTATE may pass by itself: no code
     /// (the connection itself failed), class 08 (connection exception), 40001
-    /// and 40P01 (serialization failure, deadlock: run it again), class 53
+    /// and 40P01 (serialization failure, deadlock: run it again), 55P03 (a
+    /// lock not had within `lock_timeout`: its holder may let go), class 53
     /// (insufficient resources) and 57P01-57P03 (the server shutting down or
     /// starting). Every other code (a constraint, a type, a syntax error) is
     /// permanent. The one place this knowledge lives ([`EtlError::Database`]'s
@@ -143,6 +145,7 @@ impl EtlError {
     /// use etl_core::EtlError;
     ///
     /// assert!(EtlError::sqlstate_is_transient(Some("40001")));
+    /// assert!(EtlError::sqlstate_is_transient(Some("55P03")));
     /// assert!(!EtlError::sqlstate_is_transient(Some("23505")));
     /// assert!(EtlError::sqlstate_is_transient(None));
     /// ```
@@ -152,7 +155,10 @@ impl EtlError {
             Some(code) => {
                 code.starts_with("08")
                     || code.starts_with("53")
-                    || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+                    || matches!(
+                        code,
+                        "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03"
+                    )
             }
         }
     }
@@ -255,6 +261,7 @@ mod tests {
             Some("08006"),
             Some("40001"),
             Some("40P01"),
+            Some("55P03"),
             Some("53300"),
             Some("57P01"),
         ] {

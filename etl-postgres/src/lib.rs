@@ -36,6 +36,7 @@
 
 mod errors;
 mod indexes;
+mod lock_bound;
 mod merge;
 mod replace;
 mod session;
@@ -182,14 +183,20 @@ impl PostgresSink {
     /// ```
     pub fn with_deadline(self, deadline: Duration) -> Self {
         self.conn.set_deadline(deadline);
+        if let Some(replacing) = &self.replacing {
+            replacing.set_deadline(deadline);
+        }
         self
     }
 
     /// Connects to `url` and opens `table` in the typed shape, created if
     /// missing: each record's members as typed columns, its lists as child
     /// tables `<table>__<member>`, the schema kept in [`SCHEMA_TABLE`] and
-    /// grown, as `options` say, in the same transaction as the rows that
-    /// need it ([`etl_core::content::typed`] says how records become rows).
+    /// grown, as `options` say, before the rows that need it, in a short
+    /// transaction that waits for the table's lock at most a second a try
+    /// (no reader is held behind it longer) and fails, transient, naming
+    /// the session that holds the table when it cannot have it
+    /// ([`etl_core::content::typed`] says how records become rows).
     ///
     /// | column | holds |
     /// |---|---|
@@ -429,7 +436,7 @@ impl PostgresSink {
             sql = format!(
                 "SELECT max(t) FROM ({sql} UNION ALL SELECT max(updated_at) FROM {} \
                  WHERE table_name = '{}') AS newest(t)",
-                typed::quote(merge::DELETED_TABLE),
+                table::quote(merge::DELETED_TABLE),
                 self.table.as_str()
             );
         }
@@ -606,8 +613,9 @@ impl CanonicalSink for PostgresSink {
                 // goes silent mid-write is given up on, and the retry's
                 // new connection ends the session holding its locks.
                 let done = timeout(guard.deadline(), async {
+                    let deadline = guard.deadline();
                     let client = guard.client().await?;
-                    let done = typed.write(client, &records, made).await;
+                    let done = typed.write(client, &records, made, deadline).await;
                     if let Err(e) = &done {
                         guard.lost_if(e);
                     }

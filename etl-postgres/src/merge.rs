@@ -20,7 +20,7 @@ use std::time::SystemTime;
 use tokio_postgres::Client;
 
 use crate::errors;
-use crate::typed::quote;
+use crate::table::quote;
 
 /// The table of remembered deletions, one for every merge family:
 /// `table_name`, `key` (the primary key, as `_etl_id` holds it), the

@@ -3,14 +3,22 @@
 //! schema), and [`Replacing::switch`] makes them the family's rows in one
 //! transaction.
 //!
-//! So readers of the tables see the old rows, and are not held up, while
-//! the run reads the API; at the switch they wait only for the copy, then
-//! see the new rows, all of them at once. The tables are emptied and
-//! filled in place (`TRUNCATE`, then `INSERT ... SELECT`), never dropped
-//! and renamed: a view, grant or index a user put on them stays (a view on
-//! a dropped table would have to be dropped with it). The family's own
-//! plain indexes are dropped for the fill and built after it, once, rather
-//! than kept up row by row ([`indexes::rebuild`]); a user's are kept up.
+//! So readers of the tables see the old rows, and are never held up: not
+//! while the run reads the API, nor at the switch. The switch takes no lock
+//! a reader waits on: it deletes the rows the run did not write again and
+//! inserts those it wrote anew (`DELETE` and `INSERT ... SELECT`, rows
+//! told apart by their content key and compared whole), which readers see
+//! all at once at its commit, as MVCC has it. A `TRUNCATE` would take the
+//! table's `ACCESS EXCLUSIVE` lock and hold every reader for the whole
+//! copy, a time that grows with the table; one reader's open transaction
+//! would hold the switch, and every reader behind it, for as long as it
+//! lasted. The tables are never dropped and renamed either: a view, grant
+//! or index a user put on them stays. A re-run that finds most records as
+//! they were writes only what changed.
+//!
+//! Columns the run added are added before the switch, in a short
+//! transaction of their own that waits for its lock only a bounded time
+//! ([`lock_bound`]): readers see them, empty, a moment before the rows.
 //!
 //! The copy's tables are `UNLOGGED`: the run's rows are written once, to
 //! the table, and to the write-ahead log only by the switch. A server
@@ -27,10 +35,10 @@ use etl_core::EtlError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::errors;
-use crate::indexes::{self, Rebuild};
+use crate::lock_bound;
 use crate::session::{self, Session};
-use crate::table::TableName;
-use crate::typed::{self, grow_sql, quote, Shape, SCHEMA_TABLE};
+use crate::table::{quote, TableName};
+use crate::typed::{self, grow_sql, Shape, SCHEMA_TABLE};
 
 /// How long the switch may take: the copy of every row of the run.
 const SWITCH_DEADLINE: Duration = Duration::from_secs(3600);
@@ -150,6 +158,13 @@ impl Replacing {
         })
     }
 
+    /// Sets the deadline of the replace's own operations: its switch's
+    /// wait for a lock a schema change needs is bounded by it (the switch
+    /// itself by [`SWITCH_DEADLINE`]).
+    pub(crate) fn set_deadline(&self, deadline: Duration) {
+        self.admin.set_deadline(deadline);
+    }
+
     /// Notes `rows` more rows of the resource's table written to the copy.
     pub(crate) fn staged(&self, rows: usize) {
         self.written
@@ -161,25 +176,28 @@ impl Replacing {
         &self.staging
     }
 
-    /// Makes the run's rows the family's, in one transaction: the columns
-    /// and tables the run added are added to the family, every table of it
-    /// is emptied and given the staging copy's rows (a table the run made
-    /// no row of stays empty), the family's schema becomes the staging
-    /// copy's, and the run's rejects join the table's. Then the staging
-    /// schema is dropped.
+    /// Makes the run's rows the family's: the columns and tables the run
+    /// added are added to the family ([`Replacing::grow`]), then, in one
+    /// transaction, every table of it is given exactly the staging copy's
+    /// rows (a table the run made no row of is emptied), the family's
+    /// schema becomes the staging copy's, and the run's rejects join the
+    /// table's. Then the staging schema is dropped.
     ///
     /// Refused, changing nothing, when another writer changed the family's
     /// schema during the run: its columns might clash with the run's.
     pub(crate) async fn switch(&self) -> Result<(), EtlError> {
         let mut guard = self.admin.lock().await;
+        let within = guard.deadline();
         let done = tokio::time::timeout(SWITCH_DEADLINE, async {
             let client = guard.client().await?;
             let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+            let staged = self.staged_schema(client).await?;
+            let held = self.grow(client, &staged, within).await?;
             client
                 .batch_execute("BEGIN; SET LOCAL statement_timeout = 0")
                 .await
                 .map_err(fail)?;
-            let switched = self.switch_in(client).await;
+            let switched = self.switch_in(client, &held, &staged).await;
             match switched {
                 Ok(()) => client.batch_execute("COMMIT").await.map_err(fail)?,
                 Err(e) => {
@@ -216,49 +234,120 @@ impl Replacing {
         }
     }
 
-    /// The switch, inside its transaction: refused unless the family is as
-    /// the replace found it and the copy holds what the run wrote; then
-    /// the family grown, emptied and filled from the copy, the copy's
-    /// schema stored, and the copy's rejects kept.
-    async fn switch_in(&self, client: &tokio_postgres::Client) -> Result<(), EtlError> {
+    /// The staging copy's schema text: the family's as the run grew it.
+    async fn staged_schema(&self, client: &tokio_postgres::Client) -> Result<String, EtlError> {
+        one(
+            client,
+            &format!(
+                "SELECT schema FROM {}.{} WHERE table_name = $1",
+                quote(&self.staging),
+                quote(SCHEMA_TABLE)
+            ),
+            &[&self.table.as_str()],
+        )
+        .await
+    }
+
+    /// Adds to the family the columns and tables the run added (`staged`
+    /// is the copy's schema), in a transaction of its own that waits for
+    /// the tables' lock at most [`lock_bound::LOCK_BOUND`] a try, for
+    /// `within` in all. Returns the family's schema text as it then is.
+    async fn grow(
+        &self,
+        client: &tokio_postgres::Client,
+        staged: &str,
+        within: Duration,
+    ) -> Result<String, EtlError> {
+        let (before, after) = (self.parse(&self.seeded)?, self.parse(staged)?);
+        let ddl = grow_sql(&after, &Shape::of(&before));
+        if ddl.is_empty() {
+            return Ok(self.seeded.clone());
+        }
+        let tables: Vec<&str> = before.tables().iter().map(|t| t.name()).collect();
         let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
-        let (to, s, name) = (
-            quote(&self.staging),
-            quote(SCHEMA_TABLE),
-            self.table.as_str(),
-        );
+        lock_bound::bounded(client, &tables, within, || async {
+            client.batch_execute("BEGIN").await.map_err(fail)?;
+            let grown = async {
+                self.check_held(client, &self.seeded).await?;
+                client
+                    .batch_execute(&format!("{};\n{ddl}", lock_bound::bound_sql()))
+                    .await
+                    .map_err(fail)?;
+                client
+                    .execute(
+                        &format!(
+                            "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
+                            quote(SCHEMA_TABLE)
+                        ),
+                        &[&self.table.as_str(), &staged],
+                    )
+                    .await
+                    .map_err(fail)?;
+                client.batch_execute("COMMIT").await.map_err(fail)
+            }
+            .await;
+            if grown.is_err() {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            grown
+        })
+        .await?;
+        Ok(staged.to_owned())
+    }
+
+    /// Locks the family's schema row until the transaction ends, and
+    /// refuses unless it holds `expected` (the schema this replace knows
+    /// the family by).
+    async fn check_held(
+        &self,
+        client: &tokio_postgres::Client,
+        expected: &str,
+    ) -> Result<(), EtlError> {
+        let name = self.table.as_str();
         let held: String = one(
             client,
-            &format!("SELECT schema FROM {s} WHERE table_name = $1 FOR UPDATE"),
+            &format!(
+                "SELECT schema FROM {} WHERE table_name = $1 FOR UPDATE",
+                quote(SCHEMA_TABLE)
+            ),
             &[&name],
         )
         .await?;
-        if held != self.seeded && self.parse(&held)?.to_json() != self.seeded {
+        if held != expected && self.parse(&held)?.to_json() != expected {
             return Err(refused(
                 name,
                 "another writer changed its columns during this replace",
             ));
         }
-        let text: String = one(
-            client,
-            &format!("SELECT schema FROM {to}.{s} WHERE table_name = $1"),
-            &[&name],
-        )
-        .await?;
-        let (before, after) = (self.parse(&self.seeded)?, self.parse(&text)?);
+        Ok(())
+    }
+
+    /// The switch, inside its transaction: refused unless the family's
+    /// schema is `held` (as the replace found it, grown by the run) and
+    /// the copy holds what the run wrote; then the family given the
+    /// copy's rows, the copy's schema (`staged`) stored, and the copy's
+    /// rejects kept.
+    async fn switch_in(
+        &self,
+        client: &tokio_postgres::Client,
+        held: &str,
+        staged: &str,
+    ) -> Result<(), EtlError> {
+        let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+        self.check_held(client, held).await?;
+        let after = self.parse(staged)?;
         self.check_copy(client, &after).await?;
-        let mut rebuilds = Vec::with_capacity(after.tables().len());
-        for table in after.tables() {
-            rebuilds.push(indexes::rebuild(client, &after, table).await?);
-        }
         client
-            .batch_execute(&self.copy_sql(&before, &after, &rebuilds))
+            .batch_execute(&self.copy_sql(&after))
             .await
             .map_err(fail)?;
         client
             .execute(
-                &format!("UPDATE {s} SET schema = $2, changed_at = now() WHERE table_name = $1"),
-                &[&name, &text],
+                &format!(
+                    "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
+                    quote(SCHEMA_TABLE)
+                ),
+                &[&self.table.as_str(), &staged],
             )
             .await
             .map_err(fail)?;
@@ -294,30 +383,43 @@ impl Replacing {
         Ok(())
     }
 
-    /// The SQL that grows the family from `before` to `after` (the copy's
-    /// schema), empties its tables and fills them from the copy, each
-    /// table's plain indexes of the family's own dropped for the fill and
-    /// built after it (`rebuilds`, one for each table of `after`).
-    fn copy_sql(&self, before: &Schema, after: &Schema, rebuilds: &[Rebuild]) -> String {
+    /// The SQL that gives each table of the family (as `after`, the
+    /// copy's schema, has it) exactly the copy's rows: the rows the copy
+    /// does not hold as they are (by content key, every column but the
+    /// load time compared) deleted, and the copy's rows the table does not
+    /// hold inserted. A row the run wrote again as it was stays, with its
+    /// first load time.
+    fn copy_sql(&self, after: &Schema) -> String {
         let to = quote(&self.staging);
-        let mut sql = grow_sql(after, &Shape::of(before));
-        let tables: Vec<String> = after.tables().iter().map(|t| quote(t.name())).collect();
-        sql.push_str(&format!("TRUNCATE {};\n", tables.join(", ")));
-        for (table, rebuild) in after.tables().iter().zip(rebuilds) {
-            let columns: Vec<String> = table
+        let key = quote(etl_core::content::typed::loader::KEY);
+        let mut sql = String::new();
+        for table in after.tables() {
+            let names: Vec<&str> = table
                 .loader_columns()
                 .iter()
                 .copied()
                 .chain(table.columns().iter().map(|c| c.name.as_str()))
-                .map(quote)
                 .collect();
-            let columns = columns.join(", ");
-            sql.push_str(&rebuild.drop_sql);
+            let columns: Vec<String> = names.iter().map(|n| quote(n)).collect();
+            let compared: Vec<&String> = names
+                .iter()
+                .zip(&columns)
+                .filter(|(name, _)| **name != etl_core::content::typed::loader::LOADED_AT)
+                .map(|(_, quoted)| quoted)
+                .collect();
+            let side = |alias: &str| -> String {
+                let cells: Vec<String> = compared.iter().map(|c| format!("{alias}.{c}")).collect();
+                format!("ROW({})", cells.join(", "))
+            };
+            let (t, columns) = (quote(table.name()), columns.join(", "));
             sql.push_str(&format!(
-                "INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t};\n",
-                t = quote(table.name())
+                "DELETE FROM {t} AS t WHERE NOT EXISTS (SELECT 1 FROM {to}.{t} AS s \
+                 WHERE s.{key} = t.{key} AND {} IS NOT DISTINCT FROM {});\n\
+                 INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t} AS s \
+                 WHERE NOT EXISTS (SELECT 1 FROM {t} AS t WHERE t.{key} = s.{key});\n",
+                side("s"),
+                side("t"),
             ));
-            sql.push_str(&rebuild.create_sql);
         }
         sql
     }

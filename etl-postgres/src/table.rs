@@ -46,8 +46,13 @@ impl TableName {
 
     /// The name quoted for SQL.
     pub fn quoted(&self) -> String {
-        format!("\"{}\"", self.0)
+        quote(&self.0)
     }
+}
+
+/// A quoted identifier: a name is data, never SQL.
+pub(crate) fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Creates the rows table if it is missing and brings it to this release's

@@ -1,6 +1,6 @@
 //! Typed tables in PostgreSQL: a record's members as columns, its lists as
-//! child tables, the schema kept in `_etl_schema` and grown in the same
-//! transaction as the rows that need it (etl-core's `content::typed` says
+//! child tables, the schema kept in `_etl_schema` and grown, in a short
+//! transaction of its own, before the rows that need it (etl-core's `content::typed` says
 //! how records become rows; this says how they reach the server).
 
 use std::collections::HashSet;
@@ -22,8 +22,9 @@ use tokio_postgres::Client;
 
 use crate::errors;
 use crate::indexes;
+use crate::lock_bound;
 use crate::merge;
-use crate::table::{self, TableName};
+use crate::table::{self, quote, TableName};
 
 /// Where every typed table of a database keeps its schema: one row per
 /// resource table, the schema as `Schema::to_json` writes it.
@@ -104,16 +105,22 @@ impl Made {
     }
 }
 
+/// How often a write grows the schema and tries its rows again before it
+/// gives up: each round means another writer grew the schema meanwhile.
+const GROWTH_ROUNDS: usize = 8;
+
+/// Where a write's transaction got to: its rows written, or a batch that
+/// adds to the schema as it is now stored, to be grown first.
+enum Step {
+    Written(Made, Written),
+    Grow(Made),
+}
+
 /// Columns and tables a batch adds: the DDL that makes them and the
 /// schema's text to store with them.
 struct Growth {
     ddl: String,
     text: String,
-}
-
-/// A quoted identifier: a name is data, never SQL.
-pub(crate) fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 fn sql_type(t: ColumnType) -> &'static str {
@@ -209,6 +216,9 @@ impl Typed {
                     t = table.as_str()
                 )));
             }
+            if let Some(index) = indexes::primary_key(&schema, &schema.tables()[0]) {
+                make_missing(client, table, &index).await?;
+            }
             *typed.state.get_mut() = State { schema, stored };
         }
         Ok(Some(typed))
@@ -240,44 +250,146 @@ impl Typed {
         }
     }
 
-    /// Writes a batch [`Typed::make`] made, in one transaction: the
-    /// columns and tables it adds, its rows, and the child rows of those
-    /// that were new. Made again first when the stored schema is not the
+    /// Writes a batch [`Typed::make`] made: the columns and tables it adds
+    /// first, in a short transaction of their own ([`Typed::grow`]), then
+    /// its rows, and the child rows of those that were new, in one
+    /// transaction. Made again first when the stored schema is not the
     /// one it was made on (another writer grew it, or a batch before it
-    /// failed). Returns how many rows were new, and the records a frozen
-    /// schema refused, as rejects.
+    /// failed). `deadline` is the write's: a schema change waits for its
+    /// lock at most half of it. Returns how many rows were new, and the
+    /// records a frozen schema refused, as rejects.
     pub(crate) async fn write(
         &self,
         client: &Client,
         records: &Records,
-        made: Made,
+        mut made: Made,
+        deadline: Duration,
     ) -> Result<(Written, Vec<Reject>), EtlError> {
-        client
-            .batch_execute("BEGIN")
-            .await
-            .map_err(|e| errors::from_pg_plain(&e))?;
-        match self.write_in(client, records, made).await {
-            Ok((made, written)) => {
-                if let Err(e) = client.batch_execute("COMMIT").await {
-                    self.forget().await;
-                    return Err(errors::from_pg_plain(&e));
-                }
-                let mut state = self.state.lock().await;
-                if made.remade {
-                    state.stored = made.stored_text().to_owned();
-                    state.schema = made.schema;
-                }
-                state.schema.set_exists(true);
-                Ok((written, made.batch.refused))
+        // Another writer may grow the schema between this one's growth
+        // and its rows: the rows are then made and grown again.
+        for _ in 0..GROWTH_ROUNDS {
+            if made.growth.is_some() {
+                made = match self.grow(client, records, made, deadline / 2).await {
+                    Ok(grown) => grown,
+                    Err(e) => {
+                        self.forget().await;
+                        return Err(e);
+                    }
+                };
             }
-            Err(e) => {
-                // The schema in memory may hold columns that were never
-                // committed: read it again next time.
-                self.forget().await;
-                let _ = client.batch_execute("ROLLBACK").await;
-                Err(e)
+            client
+                .batch_execute("BEGIN")
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            match self.write_in(client, records, made).await {
+                Ok(Step::Written(made, written)) => {
+                    if let Err(e) = client.batch_execute("COMMIT").await {
+                        self.forget().await;
+                        return Err(errors::from_pg_plain(&e));
+                    }
+                    let mut state = self.state.lock().await;
+                    if made.remade {
+                        state.stored = made.stored_text().to_owned();
+                        state.schema = made.schema;
+                    }
+                    state.schema.set_exists(true);
+                    return Ok((written, made.batch.refused));
+                }
+                Ok(Step::Grow(remade)) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    made = remade;
+                }
+                Err(e) => {
+                    // The schema in memory may hold columns that were never
+                    // committed: read it again next time.
+                    self.forget().await;
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(e);
+                }
             }
         }
+        self.forget().await;
+        Err(EtlError::Database {
+            sqlstate: Some("40001".into()),
+            message: format!(
+                "table {}: its columns changed under each of {GROWTH_ROUNDS} writes of this batch (other writers growing it)",
+                self.table.as_str()
+            ),
+        })
+    }
+
+    /// Adds what `made` adds to the family's schema, in a transaction of
+    /// its own that holds the table's strong lock only for the DDL and the
+    /// schema row, waiting for that lock at most [`lock_bound::LOCK_BOUND`]
+    /// a try, for `within` in all. The batch comes back made on the grown
+    /// schema (made again first if another writer had grown it).
+    async fn grow(
+        &self,
+        client: &Client,
+        records: &Records,
+        made: Made,
+        within: Duration,
+    ) -> Result<Made, EtlError> {
+        let tables: Vec<&str> = made.schema.tables().iter().map(Table::name).collect();
+        let remade = lock_bound::bounded(client, &tables, within, || {
+            self.grow_once(client, records, &made)
+        })
+        .await?;
+        let mut grown = remade.unwrap_or(made);
+        if let Some(growth) = grown.growth.take() {
+            grown.base = growth.text;
+        }
+        Ok(grown)
+    }
+
+    /// One try of [`Typed::grow`]: the batch made again if the stored
+    /// schema moved (`Some`), and what it adds committed.
+    async fn grow_once(
+        &self,
+        client: &Client,
+        records: &Records,
+        made: &Made,
+    ) -> Result<Option<Made>, EtlError> {
+        let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+        client.batch_execute("BEGIN").await.map_err(fail)?;
+        let done = async {
+            // One writer grows the schema at a time (its row locked),
+            // against the schema as it is then.
+            let stored = self.read_stored(client, true).await?;
+            let remade = if stored != made.base || self.frozen_since(made).await {
+                let mut schema = self.parse(&stored)?;
+                let mut remade = self.made_on(&mut schema, stored, records)?;
+                remade.remade = true;
+                Some(remade)
+            } else {
+                None
+            };
+            if let Some(growth) = &remade.as_ref().unwrap_or(made).growth {
+                if !growth.ddl.is_empty() {
+                    client
+                        .batch_execute(&format!("{};\n{}", lock_bound::bound_sql(), growth.ddl))
+                        .await
+                        .map_err(fail)?;
+                }
+                client
+                    .execute(
+                        &format!(
+                            "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
+                            quote(SCHEMA_TABLE)
+                        ),
+                        &[&self.table.as_str(), &growth.text],
+                    )
+                    .await
+                    .map_err(fail)?;
+            }
+            client.batch_execute("COMMIT").await.map_err(fail)?;
+            Ok(remade)
+        };
+        let done = done.await;
+        if done.is_err() {
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
+        done
     }
 
     /// Whether the family is written by merge.
@@ -291,44 +403,23 @@ impl Typed {
         self.state.lock().await.stored.clear();
     }
 
+    /// The batch's rows, inside the write's transaction, on the schema as
+    /// stored: made again first if it moved, and handed back to be grown
+    /// ([`Step::Grow`]) if it then adds to it.
     async fn write_in(
         &self,
         client: &Client,
         records: &Records,
         mut made: Made,
-    ) -> Result<(Made, Written), EtlError> {
-        // Columns or tables to add are added by one writer at a time
-        // (the schema row locked), against the schema as it is then.
-        let mut lock = false;
-        loop {
-            let stored = self.read_stored(client, lock).await?;
-            if stored != made.base || self.frozen_since(&made).await {
-                let mut schema = self.parse(&stored)?;
-                made = self.made_on(&mut schema, stored, records)?;
-                made.remade = true;
-            }
-            if made.growth.is_none() || lock {
-                break;
-            }
-            lock = true;
+    ) -> Result<Step, EtlError> {
+        let stored = self.read_stored(client, false).await?;
+        if stored != made.base || self.frozen_since(&made).await {
+            let mut schema = self.parse(&stored)?;
+            made = self.made_on(&mut schema, stored, records)?;
+            made.remade = true;
         }
-        if let Some(growth) = &made.growth {
-            if !growth.ddl.is_empty() {
-                client
-                    .batch_execute(&growth.ddl)
-                    .await
-                    .map_err(|e| errors::from_pg_plain(&e))?;
-            }
-            client
-                .execute(
-                    &format!(
-                        "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
-                        quote(SCHEMA_TABLE)
-                    ),
-                    &[&self.table.as_str(), &growth.text],
-                )
-                .await
-                .map_err(|e| errors::from_pg_plain(&e))?;
+        if made.growth.is_some() {
+            return Ok(Step::Grow(made));
         }
         let merged = match made.schema.write() {
             Write::Merge(_) => Some(self.merge(client, &mut made).await?),
@@ -342,7 +433,7 @@ impl Typed {
         if let Some(merged) = merged {
             written = written.deleting(merged.deleted);
         }
-        Ok((made, written))
+        Ok(Step::Written(made, written))
     }
 
     /// Merges the batch's records into the family ([`merge::apply`]): a
@@ -578,6 +669,39 @@ async fn make_family(
     .map_err(|orphan| orphan.error(table.as_str()))
 }
 
+/// Makes `index` on `table` where it is missing: a merge table made by
+/// a release before the index. Not under the lock bound: an index build
+/// takes a lock that writers wait on, not readers.
+async fn make_missing(
+    client: &Client,
+    table: &TableName,
+    index: &indexes::Index,
+) -> Result<(), EtlError> {
+    let Some(name) = index.name() else {
+        return Ok(());
+    };
+    // Under the table's lock: two writers opening an old table at once
+    // would both make it, and one would fail on the catalog.
+    table::locked(client, table, async {
+        let missing: bool = client
+            .query_one("SELECT to_regclass($1) IS NULL", &[&quote(name)])
+            .await?
+            .try_get(0)?;
+        if missing {
+            tracing::info!(
+                table = table.as_str(),
+                index = name,
+                "indexing the merge table's primary key columns"
+            );
+            client
+                .batch_execute(&index.create_sql(table.as_str()))
+                .await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// The schema stored for `table`, if any, read and nothing made.
 pub(crate) async fn stored_schema(
     client: &Client,
@@ -647,6 +771,9 @@ pub(crate) fn grow_sql(schema: &Schema, before: &Shape) -> String {
                 ));
                 // A view's `*` was expanded when it was made.
                 sql.push_str(&view_sql(schema, table));
+                if let Some(index) = indexes::primary_key_grown(schema, table, known) {
+                    sql.push_str(&index.create_sql(table.name()));
+                }
             }
             Some(_) => {}
         }
