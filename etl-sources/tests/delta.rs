@@ -763,6 +763,21 @@ async fn a_replace_into_delta_switches_at_the_end_and_a_failed_or_killed_run_lea
         "{}",
         common::text(&schema)
     );
+    let json_form = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("schema")
+        .arg(&file)
+        .arg("--out")
+        .arg(format!("delta:{}", table.display()))
+        .args(["--format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&json_form.stdout).unwrap();
+    assert_eq!(
+        doc["tables"][0]["write"],
+        json!({"disposition": "replace", "primary_key": [], "hard_delete": null}),
+        "{doc}"
+    );
     let before = api.requests();
     let output = run_with(text.replace("write = \"replace\"\n", ""))
         .output()

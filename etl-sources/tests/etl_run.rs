@@ -2141,6 +2141,24 @@ async fn a_merge_into_postgres_keeps_the_newest_version_of_each_key_and_its_dele
     // A merge takes child rows out by their record's key.
     let by_root = indexes_like(&client, &labels, "%(_etl_root_key)").await;
     assert_eq!(by_root, 1, "its child table is indexed on _etl_root_key");
+
+    // `etl schema --format json` says how the table is written, on the
+    // resource's table alone.
+    let schema = Command::new(env!("CARGO_BIN_EXE_etl"))
+        .arg("schema")
+        .arg(dir.path().join("items.toml"))
+        .args(["--out", &pg, "--pg-table", &table, "--format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(schema.status.code(), Some(0), "{}", text(&schema));
+    let doc: Value = serde_json::from_slice(&schema.stdout).unwrap();
+    assert_eq!(
+        doc["tables"][0]["write"],
+        json!({"disposition": "merge", "primary_key": ["/number"], "hard_delete": "/deleted"})
+    );
+    assert_eq!(doc["tables"][1]["name"], labels);
+    assert_eq!(doc["tables"][1].get("write"), None);
     drop_typed(&client, &table).await;
 }
 

@@ -5,6 +5,7 @@
 
 use clap::{Args as ClapArgs, ValueEnum};
 use etl_core::content::typed::{Schema, Table};
+use etl_core::content::write::Write;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -31,7 +32,9 @@ pub struct SchemaArgs {
     pub resources: Vec<String>,
     /// How to print: `text` for a person, `json` for a program
     /// (`{"tables": [{"name", "parent", "path", "columns": [{"name",
-    /// "type", "path", "hint"}], "untyped"}]}`).
+    /// "type", "path", "hint"}], "untyped", "write"}]}`; `write`, on a
+    /// resource's own table only: `{"disposition", "primary_key",
+    /// "hard_delete"}`).
     #[arg(long, value_enum, default_value_t = SchemaFormat::Text)]
     pub format: SchemaFormat,
 }
@@ -173,13 +176,96 @@ fn table_text(out: &mut String, schema: &Schema, table: &Table) {
 }
 
 /// The schemas for a program: one `{"tables": [...]}`, every resource's
-/// tables in order, as `Schema::to_json` writes each.
+/// tables in order, as `Schema::to_json` writes each; the resource's own
+/// table (the first of its family) also says how it is written:
+/// `"write": {"disposition", "primary_key", "hard_delete"}` (a merge's
+/// keys as JSON Pointers; `[]` and `null` for the other dispositions).
 pub fn json(schemas: &[Schema]) -> String {
-    let tables: Vec<serde_json::Value> = schemas
-        .iter()
-        .filter_map(|s| serde_json::from_str::<serde_json::Value>(&s.to_json()).ok())
-        .filter_map(|doc| doc.get("tables").and_then(|t| t.as_array()).cloned())
-        .flatten()
-        .collect();
+    let mut tables: Vec<serde_json::Value> = Vec::new();
+    for schema in schemas {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(&schema.to_json()) else {
+            continue;
+        };
+        let Some(family) = doc.get("tables").and_then(|t| t.as_array()) else {
+            continue;
+        };
+        for (at, table) in family.iter().enumerate() {
+            let mut table = table.clone();
+            if let (0, Some(fields)) = (at, table.as_object_mut()) {
+                fields.insert("write".into(), write_json(schema.write()));
+            }
+            tables.push(table);
+        }
+    }
     serde_json::json!({ "tables": tables }).to_string()
+}
+
+/// How a table is written, for a program.
+fn write_json(write: &Write) -> serde_json::Value {
+    let (primary_key, hard_delete) = match write {
+        Write::Merge(keys) => (
+            keys.primary_key.iter().map(|p| p.as_str()).collect(),
+            keys.hard_delete.as_ref().map(|p| p.as_str()),
+        ),
+        _ => (Vec::new(), None),
+    };
+    serde_json::json!({
+        "disposition": write.name(),
+        "primary_key": primary_key,
+        "hard_delete": hard_delete,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etl_core::content::typed::{Cell, Misfit, RowKeys, RowWriter, SchemaOptions};
+    use etl_core::content::write::MergeKeys;
+
+    struct Skip;
+    impl RowWriter for Skip {
+        fn begin_row(&mut self, _: usize, _: RowKeys<'_>) {}
+        fn cell(&mut self, _: usize, _: usize, _: Cell<'_>) {}
+        fn end_row(&mut self, _: usize, _: &[Misfit]) {}
+    }
+
+    fn schema(name: &str, write: Write) -> Schema {
+        let mut options = SchemaOptions::default();
+        options.write = write;
+        let mut schema = Schema::new(name, options).unwrap();
+        schema
+            .shred(
+                r#"{"org":"x","number":3,"deleted":false,"labels":[{"name":"bug"}]}"#,
+                "k",
+                &mut Skip,
+            )
+            .unwrap();
+        schema
+    }
+
+    #[test]
+    fn the_json_form_says_how_each_resources_table_is_written() {
+        let merge = Write::Merge(
+            MergeKeys::new(["/org".parse().unwrap(), "/number".parse().unwrap()])
+                .hard_delete("/deleted".parse().unwrap()),
+        );
+        let printed = json(&[schema("issues", merge), schema("events", Write::Append)]);
+        let doc: serde_json::Value = serde_json::from_str(&printed).unwrap();
+        let tables = doc["tables"].as_array().unwrap();
+        let names: Vec<&str> = tables.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["issues", "issues__labels", "events", "events__labels"]
+        );
+        assert_eq!(
+            tables[0]["write"],
+            serde_json::json!({"disposition": "merge", "primary_key": ["/org", "/number"], "hard_delete": "/deleted"})
+        );
+        assert_eq!(
+            tables[2]["write"],
+            serde_json::json!({"disposition": "append", "primary_key": [], "hard_delete": null})
+        );
+        // A child table follows its resource's table: no disposition of its own.
+        assert!(tables[1].get("write").is_none() && tables[3].get("write").is_none());
+    }
 }
