@@ -17,7 +17,7 @@ use etl_core::content::typed::{
 use std::sync::Arc;
 
 use crate::columns::{arrow_schema, UTC};
-use crate::typed::table_fields;
+use crate::fields::table_fields;
 
 /// One data column's values, in the Arrow builder of its type (a json
 /// column is text, as Delta has no JSON type).

@@ -32,6 +32,7 @@ mod builders;
 mod columns;
 mod deleted;
 mod errors;
+mod fields;
 mod filter;
 mod keys;
 mod location;
@@ -225,7 +226,7 @@ impl DeltaSink {
         }
         // Refused before the table's key filters are read: a merge table's
         // are on another column than an append table's.
-        if let Some(stored) = existing.as_ref().and_then(typed::stored_schema) {
+        if let Some(stored) = existing.as_ref().and_then(fields::stored_schema) {
             typed::read_as_written(stored, &options, &at)?;
         }
         let rejects_at = at.rejects()?;
@@ -333,7 +334,7 @@ impl DeltaSink {
         let Some(fields) = table::existing_schema(&at).await? else {
             return Ok(None);
         };
-        match typed::stored_schema(&fields) {
+        match fields::stored_schema(&fields) {
             Some(stored) => typed::read(stored, &options, &at).map(Some),
             None => Ok(None),
         }

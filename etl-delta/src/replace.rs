@@ -23,9 +23,10 @@ use etl_core::EtlError;
 use std::time::SystemTime;
 
 use crate::columns::Columns;
+use crate::fields::{child_suffix, stored_schema, table_fields};
 use crate::location::Location;
 use crate::table::{existing_schema, Basis, KeyedTable};
-use crate::typed::{child_suffix, stored_schema, table_fields, Typed};
+use crate::typed::Typed;
 
 use stage::Stage;
 

@@ -79,7 +79,7 @@ pub(crate) enum Basis<'a> {
     Text(&'a str),
     /// A child table's batch, made on the columns the family's schema
     /// gives it: committed only while each of them the table holds is as
-    /// the table holds it ([`crate::typed::disagrees`]). The columns it
+    /// the table holds it ([`crate::fields::disagrees`]). The columns it
     /// adds go in the commit of its rows, or alone where it has no row of
     /// its own (the schema text that will list them never names a column
     /// its table lacks).
@@ -92,8 +92,8 @@ impl Basis<'_> {
     fn moved(self, have: &StructType, fields: &[StructField]) -> bool {
         match self {
             Basis::Any => false,
-            Basis::Text(base) => crate::typed::stored_schema(have) != Some(base),
-            Basis::Columns => crate::typed::disagrees(have, fields),
+            Basis::Text(base) => crate::fields::stored_schema(have) != Some(base),
+            Basis::Columns => crate::fields::disagrees(have, fields),
         }
     }
 }

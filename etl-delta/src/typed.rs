@@ -24,10 +24,8 @@
 use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::error::ArrowError;
-use deltalake::kernel::{Add, DataType, MetadataValue, StructField, StructType};
-use etl_core::content::typed::{
-    loader, update_micros, Column, ColumnType, Schema, SchemaOptions, ShredError,
-};
+use deltalake::kernel::{Add, StructField, StructType};
+use etl_core::content::typed::{loader, update_micros, Column, Schema, SchemaOptions, ShredError};
 use etl_core::content::write::Write;
 use etl_core::content::KeyedJson;
 use etl_core::{EtlError, Record, Reject};
@@ -42,29 +40,15 @@ use crate::builders::{Builders, TableBatch};
 use crate::columns::{micros, Columns};
 use crate::deleted::Deleted;
 use crate::errors::from_arrow;
+use crate::fields::{
+    child_suffix, held_column, meta, stored_schema, table_fields, LIST_KEY, PARENT_KEY, SCHEMA_KEY,
+};
 use crate::location::Location;
 use crate::table::{Basis, KeyedTable, Known, Staged};
 
 mod merge;
 mod pending;
 pub(crate) use merge::Keyed;
-
-/// The field metadata key of `_etl_row` in the resource's table that holds
-/// the family's schema.
-pub(crate) const SCHEMA_KEY: &str = "etl.schema";
-/// The field metadata key of a data column's JSON Pointer.
-const PATH_KEY: &str = "etl.path";
-/// The field metadata key of a data column's type as the schema names it
-/// (`json` and `text` are both Delta strings).
-const TYPE_KEY: &str = "etl.type";
-/// The field metadata key of a data column's hint.
-const HINT_KEY: &str = "etl.hint";
-/// The field metadata keys of a child table's `_etl_parent_key`: the
-/// name of the table whose rows hold its list, and the list's path there.
-/// What the table is, for a writer that finds it made by another before
-/// the schema text lists it.
-const PARENT_KEY: &str = "etl.parent";
-const LIST_KEY: &str = "etl.list";
 
 /// A typed table family: the child tables opened so far and the schema
 /// this process last read or committed. The resource's table is the
@@ -121,138 +105,6 @@ struct State {
     /// equal or absent update time, read later) has its child rows in
     /// this writer's own files already ([`merge`]).
     inserted: Option<deltalake::parquet::bloom_filter::Sbbf>,
-}
-
-/// The Delta type of a column of type `t`.
-fn delta_type(t: ColumnType) -> DataType {
-    match t {
-        ColumnType::Bool => DataType::BOOLEAN,
-        ColumnType::Bigint => DataType::LONG,
-        ColumnType::Double => DataType::DOUBLE,
-        ColumnType::Timestamp => DataType::TIMESTAMP,
-        ColumnType::Date => DataType::DATE,
-        ColumnType::Text | ColumnType::Json => DataType::STRING,
-    }
-}
-
-/// The loader columns of the resource's table, in order.
-fn record_fields() -> Vec<StructField> {
-    vec![
-        StructField::new(loader::KEY, DataType::STRING, false),
-        StructField::new(loader::ID, DataType::STRING, true),
-        StructField::new(loader::UPDATED_AT, DataType::TIMESTAMP, true),
-        StructField::new(loader::LOADED_AT, DataType::TIMESTAMP, false),
-        StructField::new(loader::ROW, DataType::STRING, false),
-        StructField::new(loader::META, DataType::STRING, true),
-    ]
-}
-
-/// The loader columns of a child table, in order.
-fn child_fields() -> Vec<StructField> {
-    vec![
-        StructField::new(loader::KEY, DataType::STRING, false),
-        StructField::new(loader::PARENT_KEY, DataType::STRING, false),
-        StructField::new(loader::ROOT_KEY, DataType::STRING, false),
-        StructField::new(loader::LIST_IDX, DataType::LONG, false),
-    ]
-}
-
-/// Table `at`'s columns in `schema` as Delta fields: its loader columns,
-/// then its data columns (each nullable, with its path, type and hint in
-/// its metadata). With `stored`, the resource's `_etl_row` carries it as
-/// the family's schema.
-pub(crate) fn table_fields(schema: &Schema, at: usize, stored: Option<&str>) -> Vec<StructField> {
-    let table = &schema.tables()[at];
-    let mut fields = match table.parent() {
-        None => record_fields(),
-        Some(parent) => child_fields()
-            .into_iter()
-            .map(|f| match f.name() == loader::PARENT_KEY {
-                true => f.with_metadata([
-                    (PARENT_KEY, schema.tables()[parent].name()),
-                    (LIST_KEY, table.path()),
-                ]),
-                false => f,
-            })
-            .collect(),
-    };
-    if let (None, Some(stored)) = (table.parent(), stored) {
-        for field in &mut fields {
-            if field.name() == loader::ROW {
-                *field = field.clone().with_metadata([(SCHEMA_KEY, stored)]);
-            }
-        }
-    }
-    fields.extend(table.columns().iter().map(|c| {
-        let mut metadata = vec![
-            (PATH_KEY, c.path.clone()),
-            (TYPE_KEY, c.column_type.as_str().to_owned()),
-        ];
-        if let Some(hint) = c.hint {
-            metadata.push((HINT_KEY, hint.as_str().to_owned()));
-        }
-        StructField::new(&c.name, delta_type(c.column_type), true).with_metadata(metadata)
-    }));
-    fields
-}
-
-/// The family's schema as the resource's table holds it, if it does.
-pub(crate) fn stored_schema(fields: &StructType) -> Option<&str> {
-    meta(fields.field(loader::ROW)?, SCHEMA_KEY)
-}
-
-/// The text of `field`'s metadata at `key`, if it has one.
-fn meta<'f>(field: &'f StructField, key: &str) -> Option<&'f str> {
-    match field.metadata().get(key)? {
-        MetadataValue::String(text) => Some(text),
-        _ => None,
-    }
-}
-
-/// Whether a child table's batch, of the columns `fields`, was made on
-/// other columns than the table holds (`have`): one they both hold with
-/// another type or path, a member the table holds under another name, or
-/// another list under the table's name. Another writer grew the table
-/// first, and the batch must be made again on what it holds.
-pub(crate) fn disagrees(have: &StructType, fields: &[StructField]) -> bool {
-    let differs = |a: &StructField, b: &StructField, key: &str| matches!((meta(a, key), meta(b, key)), (Some(x), Some(y)) if x != y);
-    let named: HashMap<&str, &str> = have
-        .fields()
-        .filter_map(|f| Some((meta(f, PATH_KEY)?, f.name().as_str())))
-        .collect();
-    fields.iter().any(|field| {
-        let clash = have.field(field.name()).is_some_and(|held| {
-            held.data_type() != field.data_type()
-                || [PATH_KEY, TYPE_KEY, PARENT_KEY, LIST_KEY]
-                    .iter()
-                    .any(|key| differs(held, field, key))
-        });
-        let renamed = meta(field, PATH_KEY)
-            .and_then(|path| named.get(path))
-            .is_some_and(|name| *name != field.name());
-        clash || renamed
-    })
-}
-
-/// The data column a child table's `field` is, from its metadata.
-fn held_column(field: &StructField) -> Option<Column> {
-    Some(Column {
-        name: field.name().clone(),
-        column_type: meta(field, TYPE_KEY)?.parse().ok()?,
-        path: meta(field, PATH_KEY)?.to_owned(),
-        hint: meta(field, HINT_KEY).and_then(|h| h.parse().ok()),
-    })
-}
-
-/// Where a table's child table is: beside it, its name's part past the
-/// resource's name added (`lake/issues` -> `lake/issues__labels`).
-pub(crate) fn child_suffix(schema: &Schema, at: usize) -> String {
-    let root = schema.tables()[0].name();
-    let name = schema.tables()[at].name();
-    match name.strip_prefix(root) {
-        Some(rest) if rest.starts_with("__") => rest.to_owned(),
-        _ => format!("__{name}"),
-    }
 }
 
 impl Typed {
@@ -922,7 +774,7 @@ mod tests {
         typed.killed_before_root.store(false, Ordering::Relaxed);
         assert_eq!(killed.load(&two).await.unwrap(), 1);
         let at = Location::parse(&labels).unwrap();
-        let columns = Columns::growing(child_fields(), loader::CHILD_COLUMNS.len());
+        let columns = Columns::growing(crate::fields::child_fields(), loader::CHILD_COLUMNS.len());
         let child = KeyedTable::open(at, columns).await.unwrap();
         assert_eq!(
             crate::count(&child).await.unwrap(),

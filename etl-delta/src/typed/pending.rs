@@ -243,7 +243,7 @@ mod tests {
     /// How many rows the child table at `location` holds.
     async fn rows_of(location: &str) -> u64 {
         let at = Location::parse(location).unwrap();
-        let columns = Columns::growing(super::super::child_fields(), loader::CHILD_COLUMNS.len());
+        let columns = Columns::growing(crate::fields::child_fields(), loader::CHILD_COLUMNS.len());
         crate::count(&KeyedTable::open(at, columns).await.unwrap())
             .await
             .unwrap()

@@ -11,6 +11,7 @@ use url::Url;
 
 use super::auth::{self, Auth};
 use super::error::{ConfigError, Locator, Problems};
+use super::file_pointer::{in_record, pointer};
 use super::keys;
 use super::paginate::{self, Paginator};
 use super::pointer::Pointer;
@@ -733,28 +734,6 @@ fn required(
             ),
         )
     })
-}
-
-/// The JSON Pointer `value` of `key`.
-fn pointer(value: &Spanned<String>, key: &str, at: &Locator<'_>) -> Result<Pointer, ConfigError> {
-    Pointer::parse(value.get_ref()).map_err(|e| at.key(value.span(), key, &e))
-}
-
-/// A pointer to a value inside a record: `""` (the whole record) would
-/// reject every record, so it is refused.
-pub(super) fn in_record(
-    value: &Spanned<String>,
-    key: &str,
-    at: &Locator<'_>,
-) -> Result<Pointer, ConfigError> {
-    if value.get_ref().is_empty() {
-        return Err(at.key(
-            value.span(),
-            key,
-            "is the whole record (\"\"): point at a value inside it, such as \"/id\"",
-        ));
-    }
-    pointer(value, key, at)
 }
 
 /// `[from_parent]`: NAME -> a pointer into the parent record.

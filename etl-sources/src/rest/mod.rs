@@ -27,6 +27,7 @@ mod decode;
 mod error;
 mod family;
 mod fetch;
+mod file_pointer;
 mod keys;
 mod paginate;
 mod pointer;

@@ -6,8 +6,8 @@ use toml::Spanned;
 use etl_core::content::write::{MergeKeys, Write};
 use etl_core::content::Pointer;
 
-use super::config::in_record;
 use super::error::{closest, ConfigError, Locator, Problems};
+use super::file_pointer::in_record;
 
 /// The keys of a file that say how its records change a table, as
 /// written (a resource's own, else the top level's).
