@@ -5,10 +5,10 @@
 //!
 //! So readers of the tables see the old rows, and are never held up: not
 //! while the run reads the API, nor at the switch. The switch takes no lock
-//! a reader waits on: it deletes the rows the run did not write again and
-//! inserts those it wrote anew (`DELETE` and `INSERT ... SELECT`, rows
-//! told apart by their content key and compared whole), which readers see
-//! all at once at its commit, as MVCC has it. A `TRUNCATE` would take the
+//! a reader waits on: it deletes the records the run did not read as they
+//! were and inserts those it read anew (`DELETE` and `INSERT ... SELECT`,
+//! records matched by content key, [`Replacing::copy_sql`]), which readers
+//! see all at once at its commit, as MVCC has it. A `TRUNCATE` would take the
 //! table's `ACCESS EXCLUSIVE` lock and hold every reader for the whole
 //! copy, a time that grows with the table; one reader's open transaction
 //! would hold the switch, and every reader behind it, for as long as it
@@ -30,7 +30,7 @@
 //! the run's connection lives; the next replace of the table drops every
 //! staging schema of it whose lock is free.
 
-use etl_core::content::typed::{Schema, SchemaOptions};
+use etl_core::content::typed::{loader, Schema, SchemaOptions};
 use etl_core::EtlError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -42,6 +42,10 @@ use crate::typed::{self, grow_sql, Shape, SCHEMA_TABLE};
 
 /// How long the switch may take: the copy of every row of the run.
 const SWITCH_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// The switch's temporary table of the records that leave (`gone`) and
+/// come (`came`), dropped at its commit.
+const SWITCH: &str = "_etl_switch";
 
 /// A replace of one family, under way.
 pub(crate) struct Replacing {
@@ -273,16 +277,7 @@ impl Replacing {
                     .batch_execute(&format!("{};\n{ddl}", lock_bound::bound_sql()))
                     .await
                     .map_err(fail)?;
-                client
-                    .execute(
-                        &format!(
-                            "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
-                            quote(SCHEMA_TABLE)
-                        ),
-                        &[&self.table.as_str(), &staged],
-                    )
-                    .await
-                    .map_err(fail)?;
+                typed::store_schema(client, &self.table, staged).await?;
                 client.batch_execute("COMMIT").await.map_err(fail)
             }
             .await;
@@ -341,16 +336,7 @@ impl Replacing {
             .batch_execute(&self.copy_sql(&after))
             .await
             .map_err(fail)?;
-        client
-            .execute(
-                &format!(
-                    "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
-                    quote(SCHEMA_TABLE)
-                ),
-                &[&self.table.as_str(), &staged],
-            )
-            .await
-            .map_err(fail)?;
+        typed::store_schema(client, &self.table, staged).await?;
         self.keep_rejects(client).await
     }
 
@@ -384,41 +370,57 @@ impl Replacing {
     }
 
     /// The SQL that gives each table of the family (as `after`, the
-    /// copy's schema, has it) exactly the copy's rows: the rows the copy
-    /// does not hold as they are (by content key, every column but the
-    /// load time compared) deleted, and the copy's rows the table does not
-    /// hold inserted. A row the run wrote again as it was stays, with its
-    /// first load time.
+    /// copy's schema, has it) exactly the copy's rows, record by record:
+    /// the resource's rows are matched by content key, and a record the
+    /// table holds as the run read it (the same key, id and update time)
+    /// stays as it is, with its child rows and its first load time. The
+    /// others change: the table's rows the copy does not hold (`gone`)
+    /// leave with their child rows, and the copy's rows the table does not
+    /// hold (`came`) come in with theirs. A key is the hash of the record's
+    /// whole text, and a record's columns are made from its text alone
+    /// (a column, once made, keeps its type), so a row is not compared
+    /// column by column: reading both tables' keys is the whole cost of a
+    /// re-run that finds every record as it was.
+    ///
+    /// JIT is off for the transaction: each statement runs once, and
+    /// compiling it cost more than it saved.
     fn copy_sql(&self, after: &Schema) -> String {
         let to = quote(&self.staging);
-        let key = quote(etl_core::content::typed::loader::KEY);
-        let mut sql = String::new();
-        for table in after.tables() {
-            let names: Vec<&str> = table
+        let (key, id, updated) = (
+            quote(loader::KEY),
+            quote(loader::ID),
+            quote(loader::UPDATED_AT),
+        );
+        let root = quote(after.tables()[0].name());
+        let mut sql = format!(
+            "SET LOCAL jit = off;\n\
+             CREATE TEMP TABLE {SWITCH} ON COMMIT DROP AS \
+             SELECT t.{key} AS gone, s.{key} AS came \
+             FROM {root} AS t FULL JOIN {to}.{root} AS s ON s.{key} = t.{key} \
+             WHERE t.{key} IS NULL OR s.{key} IS NULL \
+             OR (s.{id}, s.{updated}) IS DISTINCT FROM (t.{id}, t.{updated});\n"
+        );
+        // The child tables first, then the resource's own: each table's
+        // rows by its record's key (`_etl_root_key`, or the key itself).
+        let mut tables: Vec<&etl_core::content::typed::Table> = after.tables().iter().collect();
+        tables.rotate_left(1);
+        for table in tables {
+            let columns: Vec<String> = table
                 .loader_columns()
                 .iter()
                 .copied()
                 .chain(table.columns().iter().map(|c| c.name.as_str()))
+                .map(quote)
                 .collect();
-            let columns: Vec<String> = names.iter().map(|n| quote(n)).collect();
-            let compared: Vec<&String> = names
-                .iter()
-                .zip(&columns)
-                .filter(|(name, _)| **name != etl_core::content::typed::loader::LOADED_AT)
-                .map(|(_, quoted)| quoted)
-                .collect();
-            let side = |alias: &str| -> String {
-                let cells: Vec<String> = compared.iter().map(|c| format!("{alias}.{c}")).collect();
-                format!("ROW({})", cells.join(", "))
-            };
             let (t, columns) = (quote(table.name()), columns.join(", "));
+            let by = match table.parent() {
+                None => &key,
+                Some(_) => &quote(loader::ROOT_KEY),
+            };
             sql.push_str(&format!(
-                "DELETE FROM {t} AS t WHERE NOT EXISTS (SELECT 1 FROM {to}.{t} AS s \
-                 WHERE s.{key} = t.{key} AND {} IS NOT DISTINCT FROM {});\n\
-                 INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t} AS s \
-                 WHERE NOT EXISTS (SELECT 1 FROM {t} AS t WHERE t.{key} = s.{key});\n",
-                side("s"),
-                side("t"),
+                "DELETE FROM {t} WHERE {by} IN (SELECT gone FROM {SWITCH});\n\
+                 INSERT INTO {t} ({columns}) SELECT {columns} FROM {to}.{t} \
+                 WHERE {by} IN (SELECT came FROM {SWITCH});\n"
             ));
         }
         sql
@@ -461,7 +463,7 @@ fn staging_table_sql((home, to): (&str, &str), table: &etl_core::content::typed:
     if table.parent().is_none() {
         sql.push_str(&format!(
             "ALTER TABLE {to}.{t} ADD PRIMARY KEY ({});\n",
-            quote(etl_core::content::typed::loader::KEY)
+            quote(loader::KEY)
         ));
     }
     sql

@@ -371,16 +371,7 @@ impl Typed {
                         .await
                         .map_err(fail)?;
                 }
-                client
-                    .execute(
-                        &format!(
-                            "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
-                            quote(SCHEMA_TABLE)
-                        ),
-                        &[&self.table.as_str(), &growth.text],
-                    )
-                    .await
-                    .map_err(fail)?;
+                store_schema(client, &self.table, &growth.text).await?;
             }
             client.batch_execute("COMMIT").await.map_err(fail)?;
             Ok(remade)
@@ -667,6 +658,26 @@ async fn make_family(
     })
     .await?
     .map_err(|orphan| orphan.error(table.as_str()))
+}
+
+/// Stores `text` as the schema of the family of `table` (its row in
+/// [`SCHEMA_TABLE`]), in the caller's transaction.
+pub(crate) async fn store_schema(
+    client: &Client,
+    table: &TableName,
+    text: &str,
+) -> Result<(), EtlError> {
+    client
+        .execute(
+            &format!(
+                "UPDATE {} SET schema = $2, changed_at = now() WHERE table_name = $1",
+                quote(SCHEMA_TABLE)
+            ),
+            &[&table.as_str(), &text],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| errors::from_pg_plain(&e))
 }
 
 /// Makes `index` on `table` where it is missing: a merge table made by

@@ -103,8 +103,76 @@ async fn analyst(pg: &str, table: &str) -> (Client, i32) {
     (client, pid)
 }
 
+/// A table `etl run` loaded once from a local API: the test changes the
+/// API's records and runs again.
+struct Loaded {
+    table: String,
+    pg: String,
+    client: Client,
+    api: Api,
+    _server: wiremock::MockServer,
+    dir: tempfile::TempDir,
+    file: String,
+    timeout: &'static str,
+}
+
+impl Loaded {
+    /// `records` loaded into a fresh table `etl_readers_NAME_PID` by a
+    /// file with `top` above the resource, each run under `--timeout-secs
+    /// timeout`.
+    async fn new(
+        name: &str,
+        top: &str,
+        records: Vec<serde_json::Value>,
+        timeout: &'static str,
+    ) -> Loaded {
+        let table = format!("etl_readers_{name}_{}", std::process::id());
+        let (pg, client) = postgres(&table).await;
+        let api = Api::new(Style::LinkHeader, records);
+        let server = api.clone().serve().await;
+        let file = format!("{top}{}", pipeline(&server.uri(), Style::LinkHeader, ""));
+        let loaded = Loaded {
+            table,
+            pg,
+            client,
+            api,
+            _server: server,
+            dir: tempfile::tempdir().unwrap(),
+            file,
+            timeout,
+        };
+        let output = loaded.run().await;
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        loaded
+    }
+
+    /// `etl run` of the file again.
+    async fn run(&self) -> std::process::Output {
+        let args = ["--timeout-secs", self.timeout];
+        etl_into_postgres(self.dir.path(), &self.file, (&self.pg, &self.table), &args)
+            .output()
+            .await
+            .unwrap()
+    }
+}
+
 async fn count(client: &Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+/// Each row of `table`: its key, its load time and how many labels it has.
+async fn rows_of(client: &Client, table: &str) -> Vec<(String, String, i64)> {
+    let sql = format!(
+        "SELECT t._etl_key, t._etl_loaded_at::text, count(l._etl_key) FROM {table} t \
+         LEFT JOIN {table}__labels l ON l._etl_root_key = t._etl_key GROUP BY 1, 2 ORDER BY 1"
+    );
+    client
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
 }
 
 async fn has_column(client: &Client, table: &str, column: &str) -> bool {
@@ -128,40 +196,38 @@ async fn has_column(client: &Client, table: &str, column: &str) -> bool {
 #[tokio::test]
 #[ignore = "needs ETL_PG_URL: a PostgreSQL server"]
 async fn a_replace_holds_no_reader_behind_an_open_transaction() {
-    let table = format!("etl_locks_replace_{}", std::process::id());
-    let (pg, client) = postgres(&table).await;
-    let api = Api::new(Style::LinkHeader, labelled(10, &["a", "b"]));
-    let server = api.clone().serve().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = format!(
-        "write = \"replace\"\n{}",
-        pipeline(&server.uri(), Style::LinkHeader, "")
-    );
-    let run = || async {
-        etl_into_postgres(dir.path(), &file, (&pg, &table), &["--timeout-secs", "3"])
-            .output()
-            .await
-            .unwrap()
-    };
-    let output = run().await;
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let loaded = Loaded::new(
+        "replace",
+        "write = \"replace\"\n",
+        labelled(10, &["a", "b"]),
+        "3",
+    )
+    .await;
+    let Loaded {
+        table,
+        pg,
+        client,
+        api,
+        ..
+    } = &loaded;
+    let run = || loaded.run();
 
     // Nine records, relabelled: no new column. The switch goes in with
     // the analyst's transaction open.
-    let (analyst, pid) = analyst(&pg, &table).await;
+    let (analyst, pid) = analyst(pg, table).await;
     *api.items.lock().unwrap() = labelled(9, &["c"]);
-    let reader = Reader::start(&pg, &table).await;
+    let reader = Reader::start(pg, table).await;
     let output = run().await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     reader.none_held().await;
     let sql = format!("SELECT count(*) FROM {table}");
-    assert_eq!(count(&client, &sql).await, 9);
+    assert_eq!(count(client, &sql).await, 9);
     assert_eq!(count(&analyst, &sql).await, 10, "the analyst's snapshot");
 
     // A member of its own on one record: a column to add, which waits on
     // the analyst. Readers pass; the run fails naming the analyst.
     api.items.lock().unwrap()[2]["extra"] = json!(true);
-    let reader = Reader::start(&pg, &table).await;
+    let reader = Reader::start(pg, table).await;
     let output = run().await;
     reader.none_held().await;
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
@@ -172,23 +238,34 @@ async fn a_replace_holds_no_reader_behind_an_open_transaction() {
             && said.contains("idle in transaction"),
         "{said}"
     );
-    assert_eq!(count(&client, &sql).await, 9, "the table as it was");
-    assert!(!has_column(&client, &table, "extra").await);
+    assert_eq!(count(client, &sql).await, 9, "the table as it was");
+    assert!(!has_column(client, table, "extra").await);
 
     // The analyst done, the same run goes in.
     analyst.batch_execute("COMMIT").await.unwrap();
     let output = run().await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    assert!(has_column(&client, &table, "extra").await);
+    assert!(has_column(client, table, "extra").await);
     assert_eq!(
-        count(
-            &client,
-            &format!("SELECT count(*) FROM {table} WHERE extra")
-        )
-        .await,
+        count(client, &format!("SELECT count(*) FROM {table} WHERE extra")).await,
         1
     );
-    drop_typed(&client, &table).await;
+
+    // A re-run that reads every record as it was changes no row: each
+    // keeps its first load time. One record changed upstream is the one
+    // row (and child rows) that change.
+    let before = rows_of(client, table).await;
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(rows_of(client, table).await, before, "an unchanged re-run");
+    api.items.lock().unwrap()[4]["labels"] = json!([{"name": "x"}, {"name": "y"}]);
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let after = rows_of(client, table).await;
+    let kept = after.iter().filter(|row| before.contains(row)).count();
+    assert_eq!((after.len(), kept), (9, 8), "{after:?}");
+    assert!(after.iter().any(|(_, _, labels)| *labels == 2));
+    drop_typed(client, table).await;
 }
 
 /// A typed append whose records add a column, with an analyst's
@@ -199,27 +276,19 @@ async fn a_replace_holds_no_reader_behind_an_open_transaction() {
 #[tokio::test]
 #[ignore = "needs ETL_PG_URL: a PostgreSQL server"]
 async fn a_schema_change_holds_no_reader_behind_an_open_transaction() {
-    let table = format!("etl_locks_append_{}", std::process::id());
-    let (pg, client) = postgres(&table).await;
-    let api = Api::new(Style::LinkHeader, labelled(10, &["a"]));
-    let server = api.clone().serve().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = format!(
-        "shape = \"typed\"\n{}",
-        pipeline(&server.uri(), Style::LinkHeader, "")
-    );
-    let run = || async {
-        etl_into_postgres(dir.path(), &file, (&pg, &table), &["--timeout-secs", "2"])
-            .output()
-            .await
-            .unwrap()
-    };
-    let output = run().await;
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let loaded = Loaded::new("append", "shape = \"typed\"\n", labelled(10, &["a"]), "2").await;
+    let Loaded {
+        table,
+        pg,
+        client,
+        api,
+        ..
+    } = &loaded;
+    let run = || loaded.run();
 
-    let (analyst, pid) = analyst(&pg, &table).await;
+    let (analyst, pid) = analyst(pg, table).await;
     api.items.lock().unwrap()[0]["extra"] = json!("new");
-    let reader = Reader::start(&pg, &table).await;
+    let reader = Reader::start(pg, table).await;
     let output = run().await;
     reader.none_held().await;
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
@@ -229,19 +298,19 @@ async fn a_schema_change_holds_no_reader_behind_an_open_transaction() {
         "{said}"
     );
     let sql = format!("SELECT count(*) FROM {table}");
-    assert_eq!(count(&client, &sql).await, 10, "nothing of the run written");
-    assert!(!has_column(&client, &table, "extra").await);
+    assert_eq!(count(client, &sql).await, 10, "nothing of the run written");
+    assert!(!has_column(client, table, "extra").await);
 
     analyst.batch_execute("COMMIT").await.unwrap();
     let output = run().await;
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    assert!(has_column(&client, &table, "extra").await);
+    assert!(has_column(client, table, "extra").await);
     assert_eq!(
-        count(&client, &sql).await,
+        count(client, &sql).await,
         11,
         "the changed record's version"
     );
-    drop_typed(&client, &table).await;
+    drop_typed(client, table).await;
 }
 
 /// The plan of `query` with sequential scans off: whether an index can
@@ -272,35 +341,22 @@ async fn a_merge_table_is_looked_up_by_its_keys_own_columns_through_an_index() {
         ("\"/number\"", "number = 3"),
         ("[\"/org\", \"/number\"]", "org = 'x' AND number = 3"),
     ] {
-        let table = format!("etl_readers_key_{}", std::process::id());
-        let (pg, client) = postgres(&table).await;
         let records = (1..=12)
             .map(|n| {
                 json!({"id": n, "org": if n % 2 == 0 { "x" } else { "y" }, "number": n / 2,
                             "updated_at": "2026-11-01T00:00:00Z"})
             })
             .collect();
-        let api = Api::new(Style::LinkHeader, records);
-        let server = api.clone().serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = format!(
-            "write = \"merge\"\nprimary_key = {key}\n{}",
-            pipeline(&server.uri(), Style::LinkHeader, "")
-        );
-        let run = || async {
-            etl_into_postgres(dir.path(), &file, (&pg, &table), &[])
-                .output()
-                .await
-                .unwrap()
-        };
-        let output = run().await;
-        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+        let top = format!("write = \"merge\"\nprimary_key = {key}\n");
+        let loaded = Loaded::new("key", &top, records, "30").await;
+        let Loaded { table, client, .. } = &loaded;
+        let run = || loaded.run();
         let index = format!("{table}_primary_key");
         let lookup = format!("SELECT * FROM {table} WHERE {query}");
-        let read = plan(&client, &lookup).await;
+        let read = plan(client, &lookup).await;
         assert!(read.contains(&index), "{key}: {read}");
         let found = count(
-            &client,
+            client,
             &format!("SELECT count(*) FROM {table} WHERE {query}"),
         )
         .await;
@@ -312,10 +368,10 @@ async fn a_merge_table_is_looked_up_by_its_keys_own_columns_through_an_index() {
             .batch_execute(&format!("DROP INDEX {index}"))
             .await
             .unwrap();
-        assert!(!plan(&client, &lookup).await.contains(&index));
+        assert!(!plan(client, &lookup).await.contains(&index));
         let output = run().await;
         assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-        let read = plan(&client, &lookup).await;
+        let read = plan(client, &lookup).await;
         assert!(read.contains(&index), "{key}, made again: {read}");
         let definition: String = client
             .query_one("SELECT pg_get_indexdef(to_regclass($1))", &[&index])
@@ -328,6 +384,6 @@ async fn a_merge_table_is_looked_up_by_its_keys_own_columns_through_an_index() {
             "(number)"
         };
         assert!(definition.ends_with(columns), "{definition}");
-        drop_typed(&client, &table).await;
+        drop_typed(client, table).await;
     }
 }
