@@ -39,6 +39,11 @@
 //!   table (median of 3, alternated), each against the append; then a
 //!   merge of 100,000 records, half newer versions of held rows, against
 //!   dlt's merge into the same destination.
+//! - `readers_postgres`: the longest wait of a reader counting the table's
+//!   rows every 20 ms while a replace runs (of 100,000 records into a table
+//!   of 100,000 others; and one whose records add a column), with an
+//!   analyst's repeatable-read transaction left open on the table and
+//!   without.
 //! - `merge_grown_postgres`, `merge_grown_delta`: a merge table of
 //!   1,000,000 issues (grown through `connect_typed` /
 //!   `DeltaSink::open_typed` in merges of 100,000); `etl run` of 1,000
@@ -94,7 +99,7 @@ const WRITER: &str = "ETL_BENCH_TYPED_WRITER";
 const RUN_RECORDS: usize = 100_000;
 const RUN_PAGE: usize = 1_000;
 /// Every section, in the order they run by default.
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 14] = [
     "scale_postgres",
     "scale_delta",
     "writers_postgres",
@@ -102,6 +107,7 @@ const SECTIONS: [&str; 13] = [
     "run_postgres",
     "run_delta",
     "overlap_postgres",
+    "readers_postgres",
     "dispositions_postgres",
     "dispositions_delta",
     "merge_grown_postgres",
@@ -309,6 +315,11 @@ fn main() {
             "dispositions_postgres" => {
                 if let Some(out) = Output::postgres("etl_bench_typed_disposed") {
                     dispositions(&rt, &out, dir.path());
+                }
+            }
+            "readers_postgres" => {
+                if let Some(out) = Output::postgres("etl_bench_typed_readers") {
+                    readers(&rt, &out, dir.path());
                 }
             }
             "dispositions_delta" => dispositions(&rt, &delta("disposed"), dir.path()),
@@ -553,6 +564,16 @@ async fn serve_issues() -> MockServer {
     let server = MockServer::start().await;
     let records = issues_in(0..RUN_RECORDS);
     mount_pages(&server, &records, "/issues", &[RUN_RECORDS / RUN_PAGE]).await;
+    server
+}
+
+/// [`serve_issues`], and as many other issues at `/others` (the same
+/// pages, the next [`RUN_RECORDS`] issues): a table of them is one whose
+/// every row a replace of the issues takes out.
+async fn serve_issues_and_others() -> MockServer {
+    let server = serve_issues().await;
+    let others = issues_in(RUN_RECORDS..2 * RUN_RECORDS);
+    mount_pages(&server, &others, "/others", &[RUN_RECORDS / RUN_PAGE]).await;
     server
 }
 
@@ -865,14 +886,24 @@ fn runs(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path, n: usize) {
 
 /// The whole `etl run` of the served issues under each write disposition,
 /// alternated, median of 3: an append into a new table; a replace of a
-/// table holding the same records (filled by a replace first, not timed);
-/// a merge into a new table (every record a new key).
+/// table holding the same records (filled by a replace first, not timed:
+/// a re-run that finds every record as it was); a replace of a table
+/// holding as many other records (every row out, every row in); a merge
+/// into a new table (every record a new key).
 fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
-    let server = rt.block_on(serve_issues());
+    let server = rt.block_on(serve_issues_and_others());
     let first = format!("{}/issues?page=1", server.uri());
     let file = |name: &str, top: &str| next_url_pipeline(dir, name, "issues", &first, top);
     let append = file("append.toml", "");
     let replace = file("replace.toml", "write = \"replace\"\n");
+    let other_first = format!("{}/others?page=1", server.uri());
+    let replace_others = next_url_pipeline(
+        dir,
+        "replace_others.toml",
+        "issues",
+        &other_first,
+        "write = \"replace\"\n",
+    );
     let merge = file("merge.toml", "write = \"merge\"\n");
     let etl = etl_bin();
     let run = |file: &Path| {
@@ -887,12 +918,15 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         (timed.wall, timed.max_rss_kb)
     };
     let (mut appended, mut replaced, mut merged) = (Vec::new(), Vec::new(), Vec::new());
+    let mut replaced_others = Vec::new();
     for _ in 0..3 {
         rt.block_on(out.drop());
         appended.push(run(&append));
         rt.block_on(out.drop());
         run(&replace);
         replaced.push(run(&replace));
+        run(&replace_others);
+        replaced_others.push(run(&replace));
         rt.block_on(out.drop());
         merged.push(run(&merge));
         rt.block_on(out.drop());
@@ -903,6 +937,7 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     for (name, timed) in [
         ("append, into a new table", &appended),
         ("replace, of a table holding them", &replaced),
+        ("replace, of a table holding others", &replaced_others),
         ("merge, into a new table", &merged),
     ] {
         if timed.is_empty() {
@@ -917,6 +952,120 @@ fn dispositions(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
         );
     }
     merge_against_dlt(rt, out, dir);
+}
+
+/// How long a reader of the table is held while a run changes it, with an
+/// analyst's repeatable-read transaction open on the table (it read the
+/// table, and stays `idle in transaction`), and without: a reader counts
+/// the table's rows every 20 ms from its own session, and the longest of
+/// its counts is the figure. The runs: a replace of 100,000 records into a
+/// table holding 100,000 others, and a replace whose records add a column
+/// (one more member on every record): its `ALTER TABLE` needs the lock
+/// the analyst holds off, so with the analyst it fails once its tries are
+/// spent (`--timeout-secs 10`).
+fn readers(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let Output::Postgres { url, table } = out else {
+        return;
+    };
+    let server = rt.block_on(serve_issues_and_others());
+    let grown: Vec<String> = issues_in(0..RUN_RECORDS)
+        .iter()
+        .map(|r| r.replacen('{', "{\"reader_bench\":1,", 1))
+        .collect();
+    rt.block_on(mount_pages(
+        &server,
+        &grown,
+        "/grown",
+        &[RUN_RECORDS / RUN_PAGE],
+    ));
+    let at = |name: &str, path: &str| {
+        let first = format!("{}/{path}?page=1", server.uri());
+        next_url_pipeline(dir, name, "issues", &first, "write = \"replace\"\n")
+    };
+    let (same, other, growing) = (
+        at("readers_same.toml", "issues"),
+        at("readers_others.toml", "others"),
+        at("readers_grown.toml", "grown"),
+    );
+    let etl = etl_bin();
+    let run = |file: &Path| {
+        let mut c = Command::new(&etl);
+        c.arg("run")
+            .arg(file)
+            .args(out.args())
+            .args(["--timeout-secs", "10"]);
+        let started = Instant::now();
+        let done = c.output().unwrap();
+        (done.status.code(), started.elapsed().as_secs_f64())
+    };
+    println!("| run | analyst's transaction | exit | wall | longest reader wait | reader counts |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for analyst in [false, true] {
+        for (name, file) in [
+            ("replace of 100,000 others", &same),
+            ("replace adding a column", &growing),
+        ] {
+            rt.block_on(out.drop());
+            run(&other);
+            let watch = rt.block_on(async {
+                let analyst = if analyst {
+                    let c = client(url).await;
+                    c.batch_execute(&format!(
+                        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {table}"
+                    ))
+                    .await
+                    .unwrap();
+                    Some(c)
+                } else {
+                    None
+                };
+                (analyst, Watch::start(url, table).await)
+            });
+            let (code, wall) = run(file);
+            let (longest, counts) = rt.block_on(watch.1.stop());
+            drop(watch.0);
+            println!(
+                "| {name} | {} | {} | {wall:.2} s | {:.3} s | {counts} |",
+                if analyst { "open" } else { "none" },
+                code.map_or("killed".into(), |c| c.to_string()),
+                longest.as_secs_f64(),
+            );
+        }
+    }
+    rt.block_on(out.drop());
+}
+
+/// A reader counting a table's rows every 20 ms, timing each count.
+struct Watch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<(std::time::Duration, usize)>,
+}
+
+impl Watch {
+    async fn start(url: &str, table: &str) -> Watch {
+        let reader = client(url).await;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let sql = format!("SELECT count(*) FROM {table}");
+        let task = tokio::spawn(async move {
+            let (mut longest, mut counts) = (std::time::Duration::ZERO, 0);
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                reader.query_one(&sql, &[]).await.unwrap();
+                longest = longest.max(started.elapsed());
+                counts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            (longest, counts)
+        });
+        Watch { stop, task }
+    }
+
+    /// The longest count, and how many were made.
+    async fn stop(self) -> (std::time::Duration, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
 }
 
 /// A merge of 100,000 records, half of them newer versions of rows the
