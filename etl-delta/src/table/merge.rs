@@ -165,6 +165,14 @@ impl KeyedTable {
 }
 
 /// What [`State::without`] wrote and read.
+/// The texts a rewrite is asked for: of the rows whose `_etl_key` is in
+/// the set, from the table's text column (the name).
+type Texts = (Arc<HashSet<String>>, String);
+
+/// The texts a file's rewrite found, by content key, gathered from the
+/// stream that reads it.
+type Found = std::sync::Mutex<Vec<(String, String)>>;
+
 struct Without {
     /// The old files' `remove`s.
     removes: Vec<Remove>,
@@ -302,7 +310,7 @@ impl State {
             Some(text) if !texts.is_empty() => Some((Arc::new(texts.clone()), text.to_owned())),
             _ => None,
         };
-        let found = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let found: Arc<Found> = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut done = Without {
             removes: Vec::new(),
             rewritten: Vec::new(),
@@ -331,40 +339,10 @@ impl State {
                 }
                 continue;
             }
-            let (out, schema) = (Arc::clone(&shared), schema.clone());
-            let (asked, found) = (asked.cloned(), Arc::clone(&found));
-            let read = Arc::new(AtomicUsize::new(0));
-            let counted = Arc::clone(&read);
-            let adds = match rows_in_slices(&store, &file, shown).await {
-                Ok(batches) => {
-                    let batches = batches.map(move |rows| {
-                        let rows = rows?;
-                        counted.fetch_add(rows.num_rows(), Ordering::Relaxed);
-                        if let Some((texts, text)) = &asked {
-                            let read = texts_in(&rows, (texts, text))?;
-                            found.lock().unwrap_or_else(|e| e.into_inner()).extend(read);
-                        }
-                        let keep = kept(&rows, &out)?;
-                        Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
-                    });
-                    self.write_all(batches, columns, (rows - leaving, REWRITE_GROUP), shown)
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            // The old file goes with this commit: its rewrite holds every
-            // row it held but those taken out, or the file is not
-            // rewritten (the count is the keys' read, made apart).
-            let adds = match (
-                adds,
-                read_whole(read.load(Ordering::Relaxed), rows, &file, shown),
-            ) {
-                (Ok(adds), Err(e)) => {
-                    discard(&store, Some(Staged::written(adds))).await;
-                    Err(e)
-                }
-                (adds, _) => adds,
-            };
+            let taken = (&shared, asked.cloned(), &found);
+            let adds = self
+                .rewrite(&file, (rows, leaving), taken, (schema, columns), shown)
+                .await;
             match adds {
                 Ok(adds) => done.rewritten.extend(adds),
                 Err(e) => {
@@ -377,6 +355,48 @@ impl State {
             &mut *found.lock().unwrap_or_else(|e| e.into_inner()),
         ));
         Ok(done)
+    }
+
+    /// Writes `file` (of `rows` rows, `leaving` of them taken out) again
+    /// without the rows whose `_etl_key` is in `out`, a slice at a time,
+    /// conformed to `schema`; the text of each row whose key is `asked`
+    /// for goes to `found`. Returns the rewrite's `add`s. A rewrite that
+    /// read another count of rows than the file's keys counted is refused,
+    /// its files deleted: a slice it missed would be committed as gone.
+    async fn rewrite(
+        &self,
+        file: &DataFile,
+        (rows, leaving): (usize, usize),
+        (out, asked, found): (&Arc<HashSet<String>>, Option<Texts>, &Arc<Found>),
+        (schema, columns): (&StructType, &Columns),
+        shown: &str,
+    ) -> Result<Vec<Add>, EtlError> {
+        let store = self.table.object_store();
+        let (out, schema, found) = (Arc::clone(out), schema.clone(), Arc::clone(found));
+        let read = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&read);
+        let batches = rows_in_slices(&store, file, shown).await?;
+        let batches = batches.map(move |rows| {
+            let rows = rows?;
+            counted.fetch_add(rows.num_rows(), Ordering::Relaxed);
+            if let Some((texts, text)) = &asked {
+                let read = texts_in(&rows, (texts, text))?;
+                found.lock().unwrap_or_else(|e| e.into_inner()).extend(read);
+            }
+            let keep = kept(&rows, &out)?;
+            Ok(conform(filter_record_batch(&rows, &keep)?, &schema)?)
+        });
+        let adds = self
+            .write_all(batches, columns, (rows - leaving, REWRITE_GROUP), shown)
+            .await?;
+        // The old file goes with this commit: its rewrite holds every row
+        // it held but those taken out, or the file is not rewritten (the
+        // count is the keys' read, made apart).
+        if let Err(e) = read_whole(read.load(Ordering::Relaxed), rows, file, shown) {
+            discard(&store, Some(Staged::written(adds))).await;
+            return Err(e);
+        }
+        Ok(adds)
     }
 
     /// Commits a rewrite: the new rows' files `new` (of the keys `ids`),
