@@ -1,6 +1,7 @@
 //! Statements of ours that need a strong lock on a table others read (an
 //! `ALTER TABLE` that adds a column, a `CREATE OR REPLACE VIEW`): how long
-//! they wait for it, and what they do when it cannot be had.
+//! they wait for it, and what they do when it cannot be had. The same
+//! bound holds every lock wait of a replace's switch.
 //!
 //! PostgreSQL queues a lock request ahead of every later one it conflicts
 //! with. An `ACCESS EXCLUSIVE` request waiting behind one reader's open
@@ -14,7 +15,10 @@
 //!
 //! The transaction that takes such a lock holds it only for its own short
 //! work (the DDL and the schema row): rows are written in a transaction of
-//! their own, which takes no lock a reader waits on.
+//! their own, which takes no lock a reader waits on. A replace's switch,
+//! which takes none either, still has its lock waits bounded the same way:
+//! a user's `CREATE INDEX` or `LOCK TABLE` on the family costs it a try,
+//! not an hour.
 
 use std::future::Future;
 use std::time::Duration;
@@ -41,10 +45,9 @@ const BETWEEN_TRIES: RetryPolicy = RetryPolicy {
     max_delay: Duration::from_secs(2),
 };
 
-/// The statement that bounds the lock waits of the rest of the
-/// transaction it runs in: run it right before the statement that needs
-/// the strong lock.
-pub(crate) fn bound_sql() -> String {
+/// The statement that bounds every lock wait of the transaction it runs
+/// in.
+fn bound_sql() -> String {
     format!("SET LOCAL lock_timeout = {}", LOCK_BOUND.as_millis())
 }
 
@@ -53,18 +56,18 @@ pub(crate) fn not_had(error: &EtlError) -> bool {
     matches!(error, EtlError::Database { sqlstate: Some(code), .. } if code == LOCK_NOT_AVAILABLE)
 }
 
-/// Runs `transaction` until it commits, or fails otherwise than on its
-/// lock, or `within` has passed since its first failure. `transaction`
-/// begins, runs [`bound_sql`] before its strong lock, and commits, or rolls
-/// back on any error (the connection is used again between tries). Each
-/// failure on the lock names the sessions holding `tables` (names in the
-/// connection's search path), and is retried with backoff; the last one is
-/// returned: a transient error, so that the caller's own retries try again.
+/// Runs `work` (`what` it is, for the error) in a transaction whose every
+/// lock wait is bounded by [`LOCK_BOUND`], committed when it succeeds and
+/// rolled back when it fails; again, with backoff, while it fails on a
+/// lock not had, until `within` has passed since its first failure. Each
+/// such failure names the sessions holding `tables` (names in the
+/// connection's search path); the last one is returned, a transient error,
+/// so that the caller's own retries try again.
 pub(crate) async fn bounded<T, F, Fut>(
     client: &Client,
-    tables: &[&str],
+    (what, tables): (&str, &[&str]),
     within: Duration,
-    mut transaction: F,
+    mut work: F,
 ) -> Result<T, EtlError>
 where
     F: FnMut() -> Fut,
@@ -76,15 +79,38 @@ where
         .name("postgres_lock")
         .when(not_had)
         .run(|| {
-            let tried = transaction();
+            let work = work();
             async move {
-                match tried.await {
-                    Err(e) if not_had(&e) => Err(named(client, tables, e).await),
+                match in_transaction(client, work).await {
+                    Err(e) if not_had(&e) => Err(named(client, (what, tables), e).await),
                     done => done,
                 }
             }
         })
         .await
+}
+
+/// `work` in a transaction with its lock waits bounded: committed, or
+/// rolled back on any error (the connection is used again between tries).
+async fn in_transaction<T>(
+    client: &Client,
+    work: impl Future<Output = Result<T, EtlError>>,
+) -> Result<T, EtlError> {
+    let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
+    client
+        .batch_execute(&format!("BEGIN; {}", bound_sql()))
+        .await
+        .map_err(fail)?;
+    let done = async {
+        let value = work.await?;
+        client.batch_execute("COMMIT").await.map_err(fail)?;
+        Ok(value)
+    }
+    .await;
+    if done.is_err() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    done
 }
 
 /// A session holding a lock on one of our tables, as `pg_stat_activity`
@@ -127,9 +153,9 @@ WHERE l.granted AND l.locktype = 'relation' AND a.pid <> pg_backend_pid()
   AND l.relation IN (SELECT to_regclass(t) FROM unnest($1::text[]) AS t)
 ORDER BY 1";
 
-/// The lock error `error`, naming who holds `tables` (as far as the
-/// catalog says: the holder may have ended since).
-async fn named(client: &Client, tables: &[&str], error: EtlError) -> EtlError {
+/// The lock error `error` of `what`, naming who holds `tables` (as far as
+/// the catalog says: the holder may have ended since).
+async fn named(client: &Client, (what, tables): (&str, &[&str]), error: EtlError) -> EtlError {
     let quoted: Vec<String> = tables.iter().map(|t| quote(t)).collect();
     let holders = match client.query(HOLDERS, &[&quoted]).await {
         Ok(rows) => rows
@@ -163,7 +189,7 @@ async fn named(client: &Client, tables: &[&str], error: EtlError) -> EtlError {
     EtlError::Database {
         sqlstate: Some(LOCK_NOT_AVAILABLE.to_owned()),
         message: format!(
-            "table {}: the lock a schema change needs was not had within {} ({server}); held by {by}. Nothing was changed",
+            "table {}: the lock {what} needs was not had within {} ({server}); held by {by}. Nothing was changed",
             tables.first().copied().unwrap_or("?"),
             humantime::format_duration(LOCK_BOUND)
         ),

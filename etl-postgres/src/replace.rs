@@ -182,7 +182,8 @@ impl Replacing {
 
     /// Makes the run's rows the family's: the columns and tables the run
     /// added are added to the family ([`Replacing::grow`]), then, in one
-    /// transaction, every table of it is given exactly the staging copy's
+    /// transaction whose lock waits are bounded as the growth's are
+    /// ([`lock_bound::bounded`]), every table of it is given exactly the staging copy's
     /// rows (a table the run made no row of is emptied), the family's
     /// schema becomes the staging copy's, and the run's rejects join the
     /// table's. Then the staging schema is dropped.
@@ -197,18 +198,24 @@ impl Replacing {
             let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
             let staged = self.staged_schema(client).await?;
             let held = self.grow(client, &staged, within).await?;
-            client
-                .batch_execute("BEGIN; SET LOCAL statement_timeout = 0")
-                .await
-                .map_err(fail)?;
-            let switched = self.switch_in(client, &held, &staged).await;
-            match switched {
-                Ok(()) => client.batch_execute("COMMIT").await.map_err(fail)?,
-                Err(e) => {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(e);
-                }
-            }
+            // Every lock wait of the switch is bounded too: a user's own
+            // `CREATE INDEX` or `LOCK TABLE` on the family costs a try, and
+            // a switch that cannot have its locks names who holds them.
+            let names = self.tables(&staged)?;
+            let tables: Vec<&str> = names.iter().map(String::as_str).collect();
+            lock_bound::bounded(
+                client,
+                ("the replace's switch", &tables),
+                within,
+                || async {
+                    client
+                        .batch_execute("SET LOCAL statement_timeout = 0")
+                        .await
+                        .map_err(fail)?;
+                    self.switch_in(client, &held, &staged).await
+                },
+            )
+            .await?;
             client
                 .batch_execute(&drop_staging(&self.staging))
                 .await
@@ -236,6 +243,16 @@ impl Replacing {
         if let Err(e) = guard.settle(done) {
             tracing::warn!(schema = self.staging, error = %e, "a failed replace's staging copy was left for the next one to drop");
         }
+    }
+
+    /// The names of the family's tables in the schema `text`.
+    fn tables(&self, text: &str) -> Result<Vec<String>, EtlError> {
+        Ok(self
+            .parse(text)?
+            .tables()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect())
     }
 
     /// The staging copy's schema text: the family's as the run grew it.
@@ -268,23 +285,13 @@ impl Replacing {
             return Ok(self.seeded.clone());
         }
         let tables: Vec<&str> = before.tables().iter().map(|t| t.name()).collect();
-        let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
-        lock_bound::bounded(client, &tables, within, || async {
-            client.batch_execute("BEGIN").await.map_err(fail)?;
-            let grown = async {
-                self.check_held(client, &self.seeded).await?;
-                client
-                    .batch_execute(&format!("{};\n{ddl}", lock_bound::bound_sql()))
-                    .await
-                    .map_err(fail)?;
-                typed::store_schema(client, &self.table, staged).await?;
-                client.batch_execute("COMMIT").await.map_err(fail)
-            }
-            .await;
-            if grown.is_err() {
-                let _ = client.batch_execute("ROLLBACK").await;
-            }
-            grown
+        lock_bound::bounded(client, ("a schema change", &tables), within, || async {
+            self.check_held(client, &self.seeded).await?;
+            client
+                .batch_execute(&ddl)
+                .await
+                .map_err(|e| errors::from_pg_plain(&e))?;
+            typed::store_schema(client, &self.table, staged).await
         })
         .await?;
         Ok(staged.to_owned())

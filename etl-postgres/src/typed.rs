@@ -331,7 +331,7 @@ impl Typed {
         within: Duration,
     ) -> Result<Made, EtlError> {
         let tables: Vec<&str> = made.schema.tables().iter().map(Table::name).collect();
-        let remade = lock_bound::bounded(client, &tables, within, || {
+        let remade = lock_bound::bounded(client, ("a schema change", &tables), within, || {
             self.grow_once(client, records, &made)
         })
         .await?;
@@ -342,45 +342,36 @@ impl Typed {
         Ok(grown)
     }
 
-    /// One try of [`Typed::grow`]: the batch made again if the stored
-    /// schema moved (`Some`), and what it adds committed.
+    /// One try of [`Typed::grow`], inside its transaction: the batch made
+    /// again if the stored schema moved (`Some`), and what it adds made
+    /// and stored.
     async fn grow_once(
         &self,
         client: &Client,
         records: &Records,
         made: &Made,
     ) -> Result<Option<Made>, EtlError> {
-        let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
-        client.batch_execute("BEGIN").await.map_err(fail)?;
-        let done = async {
-            // One writer grows the schema at a time (its row locked),
-            // against the schema as it is then.
-            let stored = self.read_stored(client, true).await?;
-            let remade = if stored != made.base || self.frozen_since(made).await {
-                let mut schema = self.parse(&stored)?;
-                let mut remade = self.made_on(&mut schema, stored, records)?;
-                remade.remade = true;
-                Some(remade)
-            } else {
-                None
-            };
-            if let Some(growth) = &remade.as_ref().unwrap_or(made).growth {
-                if !growth.ddl.is_empty() {
-                    client
-                        .batch_execute(&format!("{};\n{}", lock_bound::bound_sql(), growth.ddl))
-                        .await
-                        .map_err(fail)?;
-                }
-                store_schema(client, &self.table, &growth.text).await?;
-            }
-            client.batch_execute("COMMIT").await.map_err(fail)?;
-            Ok(remade)
+        // One writer grows the schema at a time (its row locked), against
+        // the schema as it is then.
+        let stored = self.read_stored(client, true).await?;
+        let remade = if stored != made.base || self.frozen_since(made).await {
+            let mut schema = self.parse(&stored)?;
+            let mut remade = self.made_on(&mut schema, stored, records)?;
+            remade.remade = true;
+            Some(remade)
+        } else {
+            None
         };
-        let done = done.await;
-        if done.is_err() {
-            let _ = client.batch_execute("ROLLBACK").await;
+        if let Some(growth) = &remade.as_ref().unwrap_or(made).growth {
+            if !growth.ddl.is_empty() {
+                client
+                    .batch_execute(&growth.ddl)
+                    .await
+                    .map_err(|e| errors::from_pg_plain(&e))?;
+            }
+            store_schema(client, &self.table, &growth.text).await?;
         }
-        done
+        Ok(remade)
     }
 
     /// Whether the family is written by merge.

@@ -265,6 +265,33 @@ async fn a_replace_holds_no_reader_behind_an_open_transaction() {
     let kept = after.iter().filter(|row| before.contains(row)).count();
     assert_eq!((after.len(), kept), (9, 8), "{after:?}");
     assert!(after.iter().any(|(_, _, labels)| *labels == 2));
+
+    // A user's lock that writers wait on (`LOCK TABLE ... IN SHARE
+    // MODE`, as a `CREATE INDEX` takes): the switch waits for it a bounded
+    // time a try, then fails naming that session; the table as it was.
+    let locker = session(pg, "etl_test_locker").await;
+    locker
+        .batch_execute(&format!("BEGIN; LOCK TABLE {table} IN SHARE MODE"))
+        .await
+        .unwrap();
+    let pid: i32 = locker
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    api.items.lock().unwrap()[5]["labels"] = json!([{"name": "z"}]);
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let said = text(&output);
+    assert!(
+        said.contains("the lock the replace's switch needs")
+            && said.contains(&format!("pid {pid}")),
+        "{said}"
+    );
+    assert_eq!(rows_of(client, table).await, after, "the table as it was");
+    locker.batch_execute("COMMIT").await.unwrap();
+    let output = run().await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     drop_typed(client, table).await;
 }
 
