@@ -11,6 +11,7 @@
 //! [`Sbbf`] it is made from, so it answers as that filter does.
 
 use deltalake::parquet::bloom_filter::Sbbf;
+use deltalake::parquet::errors::ParquetError;
 use twox_hash::XxHash64;
 
 /// The format's salts, one a word of a block.
@@ -65,6 +66,18 @@ impl KeyFilter {
         KeyFilter { blocks }
     }
 
+    /// The filter stored as `stored`: a Parquet bloom filter's header and
+    /// bitset, the bytes a column chunk's `bloom_filter_offset` and
+    /// `bloom_filter_length` point at.
+    pub(crate) fn from_stored(stored: &[u8]) -> Result<Self, ParquetError> {
+        Ok(KeyFilter::new(&Sbbf::from_bytes(stored)?))
+    }
+
+    /// The bytes its bits take in memory.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.blocks.as_slice())
+    }
+
     /// Whether the key of `hash` may be in the filter (`false`: it is not).
     pub(crate) fn may_hold(&self, KeyHash(hash): KeyHash) -> bool {
         if self.blocks.is_empty() {
@@ -100,5 +113,25 @@ mod tests {
             }
             assert!(positives >= inserted, "every inserted key is held");
         }
+    }
+
+    /// A filter as a Parquet file stores it (header, then bitset) reads
+    /// back holding the same bits; bytes that are not one are refused.
+    #[test]
+    fn a_stored_filter_reads_back_as_written() {
+        let mut sbbf = Sbbf::new_with_ndv_fpp(1_000, 1e-5).unwrap();
+        for i in 0..1_000 {
+            sbbf.insert(format!("key-{i}").as_str());
+        }
+        let mut stored = Vec::new();
+        sbbf.write(&mut stored).unwrap();
+        let filter = KeyFilter::from_stored(&stored).unwrap();
+        assert_eq!(filter.bytes(), sbbf.num_blocks() * 32);
+        for i in 0..3_000 {
+            let key = format!("key-{i}");
+            assert_eq!(filter.may_hold(KeyHash::of(&key)), sbbf.check(key.as_str()));
+        }
+        assert!(KeyFilter::from_stored(&stored[..stored.len() - 1]).is_err());
+        assert!(KeyFilter::from_stored(b"not a filter").is_err());
     }
 }

@@ -1,19 +1,26 @@
 //! [`KeyIndex`]: which keys a table holds, known without reading its rows.
 //!
 //! Each data file's key column carries a Parquet bloom filter (written by
-//! [`writer_properties`]): the index keeps one filter per row group, read
-//! from the file's footer once, when the file first appears in the log.
-//! A key no filter holds is new for certain; a key a filter may hold is
-//! checked against that row group's key column, read then. So a load costs
-//! what it loads (its keys' probes, and the row groups they hit), not what
-//! the table holds, and memory stays a few bytes a held key.
+//! [`writer_properties`]): the index has one filter per row group, read
+//! from the file's footer when the file first appears in the log. A key no
+//! filter holds is new for certain; a key a filter may hold is checked
+//! against that row group's key column, read then. So a load costs what it
+//! loads (its keys' probes, and the row groups they hit), not what the
+//! table holds.
+//!
+//! The filters are held in memory up to the process's budget of them
+//! ([`budget`]); past it, the index keeps where each file stores its
+//! filters and reads them again at each probe, so memory does not grow
+//! with the table.
 //!
 //! A file another tool wrote (an OPTIMIZE that rewrote the table, say) may
-//! have no filter: its key column is read once and a filter built from it.
+//! have no filter: its key column is read once and a filter built from it,
+//! held whatever the budget.
 
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
+use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
@@ -25,7 +32,7 @@ use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::bloom_filter::Sbbf;
 use deltalake::parquet::errors::ParquetError;
-use deltalake::parquet::file::metadata::PageIndexPolicy;
+use deltalake::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::{ObjectStore, Path};
@@ -33,10 +40,14 @@ use etl_core::content::typed::loader;
 use etl_core::EtlError;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::errors::from_parquet;
 use crate::filter::{KeyFilter, KeyHash};
+
+mod budget;
+use budget::{Budget, Taken};
 
 /// The false-positive rate of a file's filter: a key probed against a
 /// thousand files hits a row group it is not in about once in a hundred
@@ -96,17 +107,41 @@ pub(crate) struct DataFile {
 #[derive(Debug)]
 struct FileKeys {
     size: u64,
-    /// One filter per row group (`Some(i)`), or one for the whole file
-    /// (`None`: a file this process wrote, whose keys it knew).
-    groups: Vec<(Option<usize>, KeyFilter)>,
+    filters: Filters,
     /// Whether this writer wrote it.
     own: bool,
 }
 
+/// Where one file's filters are.
+#[derive(Debug)]
+enum Filters {
+    /// In memory, held against the index's [`Budget`]: one per row group
+    /// (`Some(i)`), or one for the whole file (`None`: a file this process
+    /// wrote, whose keys it knew).
+    Held {
+        groups: Vec<(Option<usize>, KeyFilter)>,
+        _taken: Taken,
+    },
+    /// In the file, the budget spent: each row group's filter's bytes
+    /// (its header and bitset), read again at each probe.
+    Stored(Vec<(usize, Range<u64>)>),
+    /// Not read yet: a file this process wrote once the budget was spent.
+    /// Its footer is read at the first probe that looks in it.
+    Unread,
+}
+
+/// A file's row group (`Some(i)`), or the whole file (`None`): what one
+/// filter covers.
+type Group = (Path, Option<usize>);
+
 /// The keys of a table's live files, as bloom filters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct KeyIndex {
     files: HashMap<Path, FileKeys>,
+    /// The key column, and the rate of a filter built of a file without
+    /// one ([`crate::columns::Columns::key_filter`]).
+    key: (String, f64),
+    budget: Arc<Budget>,
 }
 
 /// Parquet properties for a file of `rows` entries whose key column is
@@ -168,39 +203,56 @@ pub(crate) fn writer_properties(
 }
 
 impl KeyIndex {
+    /// An empty index of the key column `key` (and the rate of a filter
+    /// built of a file without one), its filters held against the
+    /// process's [`Budget`] (an error where the variable that sets it does
+    /// not read).
+    pub fn new(key: (&str, f64)) -> Result<Self, EtlError> {
+        Ok(KeyIndex::within(key, Budget::process()?))
+    }
+
+    /// An empty index whose filters are held against `budget`.
+    fn within((key, fpp): (&str, f64), budget: Arc<Budget>) -> Self {
+        KeyIndex {
+            files: HashMap::new(),
+            key: (key.to_owned(), fpp),
+            budget,
+        }
+    }
+
     /// Brings the index to `live`, the table's files now: files gone from
-    /// the log (compacted away, say) are forgotten, new ones read (`key`:
-    /// the key column, and the rate of a filter built of a file without
-    /// one).
+    /// the log (compacted away, say) are forgotten, new ones read.
     pub async fn sync(
         &mut self,
         store: &Arc<dyn ObjectStore>,
         live: Vec<DataFile>,
-        key: (&str, f64),
         location: &str,
     ) -> Result<(), EtlError> {
         let live_paths: HashSet<&Path> = live.iter().map(|f| &f.path).collect();
         self.files.retain(|path, _| live_paths.contains(path));
-        self.add(store, live, key, location).await
+        self.add(store, live, location).await
     }
 
-    /// Reads the filters of the files of `added` the index does not know
-    /// (`key`: the key column, and the rate of a filter built of a file
-    /// without one).
+    /// Reads the filters of the files of `added` the index does not know.
     pub async fn add(
         &mut self,
         store: &Arc<dyn ObjectStore>,
         added: Vec<DataFile>,
-        key: (&str, f64),
         location: &str,
     ) -> Result<(), EtlError> {
         let new: Vec<DataFile> = added
             .into_iter()
             .filter(|f| !self.files.contains_key(&f.path))
             .collect();
+        let (key, budget) = ((self.key.0.as_str(), self.key.1), &self.budget);
         let read: Vec<(Path, FileKeys)> = futures_util::stream::iter(new)
             .map(|file| async move {
-                let keys = read_filters(store, &file, key, location).await?;
+                let filters = read_filters(store, &file, key, budget, location).await?;
+                let keys = FileKeys {
+                    size: file.size,
+                    filters,
+                    own: false,
+                };
                 Ok::<_, EtlError>((file.path, keys))
             })
             .buffer_unordered(READ_AHEAD)
@@ -218,17 +270,27 @@ impl KeyIndex {
         }
     }
 
-    /// Records the file this process just committed, with the keys it holds.
+    /// Records the file this process just committed, with the keys it
+    /// holds: a filter of them where the budget has room, else the file's
+    /// own filters, read when a probe first looks in it.
     pub fn add_written(&mut self, file: DataFile, keys: &[&str]) {
         let mut filter = filter_for(keys.len(), LOW_FPP);
         for key in keys {
             filter.insert(*key);
         }
+        let filter = KeyFilter::new(&filter);
+        let filters = match self.budget.take(filter.bytes()) {
+            Some(taken) => Filters::Held {
+                groups: vec![(None, filter)],
+                _taken: taken,
+            },
+            None => Filters::Unread,
+        };
         self.files.insert(
             file.path,
             FileKeys {
                 size: file.size,
-                groups: vec![(None, KeyFilter::new(&filter))],
+                filters,
                 own: true,
             },
         );
@@ -239,20 +301,21 @@ impl KeyIndex {
     /// `others_only`, only the files other writers wrote are looked in (the
     /// caller knows this writer never wrote any of `keys`).
     pub async fn held(
-        &self,
+        &mut self,
         store: &Arc<dyn ObjectStore>,
         keys: &[String],
-        key: &str,
         location: &str,
         others_only: bool,
     ) -> Result<Vec<bool>, EtlError> {
         let mut held = vec![false; keys.len()];
-        for ((path, group), wanted) in self.probes(keys, others_only) {
+        let probes = self.probes(store, keys, location, others_only).await?;
+        for ((path, group), wanted) in probes {
             if wanted.iter().all(|&i| held[i]) {
                 continue;
             }
             let asked: Vec<&str> = wanted.iter().map(|&i| keys[i].as_str()).collect();
-            let found = find_keys(store, &self.file(path), group, (key, &asked), location).await?;
+            let file = self.file(&path);
+            let found = find_keys(store, &file, group, (&self.key.0, &asked), location).await?;
             for (i, found) in wanted.into_iter().zip(found) {
                 held[i] |= found;
             }
@@ -263,49 +326,113 @@ impl KeyIndex {
     /// The files whose filters may hold any of `keys` (a merge's rows to
     /// weigh, and perhaps rewrite): the caller reads their keys anyway,
     /// so a hit is not confirmed here.
-    pub fn may_hold(&self, keys: &[String]) -> Vec<DataFile> {
-        let mut files: Vec<DataFile> = Vec::new();
-        for (path, _) in self.probes(keys, false).into_keys() {
-            if !files.iter().any(|f| &f.path == path) {
-                files.push(self.file(path));
-            }
-        }
-        files
+    pub async fn may_hold(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        keys: &[String],
+        location: &str,
+    ) -> Result<Vec<DataFile>, EtlError> {
+        let probes = self.probes(store, keys, location, false).await?;
+        let paths: HashSet<Path> = probes.into_keys().map(|(path, _)| path).collect();
+        Ok(paths.iter().map(|path| self.file(path)).collect())
     }
 
-    /// (file, row group) -> the indexes of `keys` its filter may hold.
-    fn probes(
-        &self,
+    /// (file, row group) -> the indexes of `keys` its filter may hold:
+    /// the held filters probed in memory, the stored ones read
+    /// [`READ_AHEAD`] row groups at a time and dropped once probed.
+    async fn probes(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
         keys: &[String],
+        location: &str,
         others_only: bool,
-    ) -> HashMap<(&Path, Option<usize>), Vec<usize>> {
-        let mut probes: HashMap<(&Path, Option<usize>), Vec<usize>> = HashMap::new();
+    ) -> Result<HashMap<Group, Vec<usize>>, EtlError> {
+        let looked = |file: &FileKeys| !(others_only && file.own);
+        self.read_unread(store, location, looked).await?;
         // Each key hashed once for every filter; a filter probed for every
         // key while it is in cache.
         let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
-        let files = self
-            .files
-            .iter()
-            .filter(|(_, file)| !(others_only && file.own));
-        for (path, file) in files {
-            for (group, filter) in &file.groups {
-                for (i, &hash) in hashes.iter().enumerate() {
-                    if filter.may_hold(hash) {
-                        probes.entry((path, *group)).or_default().push(i);
+        let mut probes: HashMap<Group, Vec<usize>> = HashMap::new();
+        let mut stored = Vec::new();
+        for (path, file) in self.files.iter().filter(|(_, file)| looked(file)) {
+            match &file.filters {
+                Filters::Held { groups, .. } => {
+                    for (group, filter) in groups {
+                        let hits = hits(filter, &hashes);
+                        if !hits.is_empty() {
+                            probes.insert((path.clone(), *group), hits);
+                        }
                     }
+                }
+                Filters::Stored(ranges) => {
+                    let of_file = ranges.iter().map(|(g, r)| (path.clone(), *g, r.clone()));
+                    stored.extend(of_file);
+                }
+                Filters::Unread => {
+                    return Err(EtlError::InvalidInput(format!(
+                        "Delta table {location}: the key filters of {path} were not read"
+                    )))
                 }
             }
         }
-        probes
+        let hashes = &hashes;
+        let read: Vec<(Group, Vec<usize>)> = futures_util::stream::iter(stored)
+            .map(|(path, group, range)| async move {
+                let filter = read_stored(store, &path, range, location).await?;
+                Ok::<_, EtlError>(((path, Some(group)), hits(&filter, hashes)))
+            })
+            .buffer_unordered(READ_AHEAD)
+            .try_collect()
+            .await?;
+        probes.extend(read.into_iter().filter(|(_, hits)| !hits.is_empty()));
+        Ok(probes)
+    }
+
+    /// Reads the footers of the [`Filters::Unread`] files a probe will look
+    /// in (`looked`), holding their filters where the budget has room.
+    async fn read_unread(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        location: &str,
+        looked: impl Fn(&FileKeys) -> bool,
+    ) -> Result<(), EtlError> {
+        let unread: Vec<DataFile> = self
+            .files
+            .iter()
+            .filter(|(_, file)| looked(file) && matches!(file.filters, Filters::Unread))
+            .map(|(path, _)| self.file(path))
+            .collect();
+        let (key, budget) = ((self.key.0.as_str(), self.key.1), &self.budget);
+        let read: Vec<(Path, Filters)> = futures_util::stream::iter(unread)
+            .map(|file| async move {
+                let filters = read_filters(store, &file, key, budget, location).await?;
+                Ok::<_, EtlError>((file.path, filters))
+            })
+            .buffer_unordered(READ_AHEAD)
+            .try_collect()
+            .await?;
+        for (path, filters) in read {
+            if let Some(file) = self.files.get_mut(&path) {
+                file.filters = filters;
+            }
+        }
+        Ok(())
     }
 
     /// The live file at `path`, as the index knows it.
     fn file(&self, path: &Path) -> DataFile {
         DataFile {
             path: path.clone(),
-            size: self.files[path].size,
+            size: self.files.get(path).map_or(0, |file| file.size),
         }
     }
+}
+
+/// The indexes of the keys of `hashes` that `filter` may hold.
+fn hits(filter: &KeyFilter, hashes: &[KeyHash]) -> Vec<usize> {
+    (0..hashes.len())
+        .filter(|&i| filter.may_hold(hashes[i]))
+        .collect()
 }
 
 /// An empty filter sized for `n` keys at `fpp`.
@@ -349,16 +476,36 @@ async fn open_file(
         .map_err(|e| from_parquet(e, file.path.as_ref(), location))
 }
 
-/// Reads one file's filters: each row group's own where the file has one,
-/// else one built from the row group's key column `key` at the rate `fpp`.
+/// Reads one file's filters, held against `budget` where they fit, else
+/// left in the file with where each is ([`Filters::Stored`]). A file
+/// whose filters' places its footer does not give (a writer that records
+/// no length), or that has none, has them held whatever the budget: each
+/// row group's own read through its footer, or one built from the row
+/// group's key column `key` at the rate `fpp`.
 async fn read_filters(
     store: &Arc<dyn ObjectStore>,
     file: &DataFile,
     (key, fpp): (&str, f64),
+    budget: &Arc<Budget>,
     location: &str,
-) -> Result<FileKeys, EtlError> {
+) -> Result<Filters, EtlError> {
     let mut builder = open_file(store, file, location).await?;
     let leaf = key_leaf(&builder, key, file, location)?;
+    if let Some(ranges) = stored_ranges(builder.metadata(), leaf) {
+        let bytes = ranges.iter().map(|(_, r)| r.end - r.start).sum::<u64>();
+        let Some(taken) = budget.take(usize::try_from(bytes).unwrap_or(usize::MAX)) else {
+            return Ok(Filters::Stored(ranges));
+        };
+        let mut groups = Vec::with_capacity(ranges.len());
+        for (group, range) in ranges {
+            let filter = read_stored(store, &file.path, range, location).await?;
+            groups.push((Some(group), filter));
+        }
+        return Ok(Filters::Held {
+            groups,
+            _taken: taken,
+        });
+    }
     let mut groups = Vec::new();
     for group in 0..builder.metadata().num_row_groups() {
         let stored = builder
@@ -380,11 +527,41 @@ async fn read_filters(
         };
         groups.push((Some(group), KeyFilter::new(&filter)));
     }
-    Ok(FileKeys {
-        size: file.size,
+    let bytes = groups.iter().map(|(_, f)| f.bytes()).sum();
+    Ok(Filters::Held {
         groups,
-        own: false,
+        _taken: budget.force(bytes),
     })
+}
+
+/// Each row group's filter of the column `leaf` as the footer places it
+/// (offset and length), or `None` where a row group's is not placed so.
+fn stored_ranges(metadata: &ParquetMetaData, leaf: usize) -> Option<Vec<(usize, Range<u64>)>> {
+    metadata
+        .row_groups()
+        .iter()
+        .enumerate()
+        .map(|(group, meta)| {
+            let column = meta.column(leaf);
+            let start = u64::try_from(column.bloom_filter_offset()?).ok()?;
+            let length = u64::try_from(column.bloom_filter_length()?).ok()?;
+            Some((group, start..start.checked_add(length)?))
+        })
+        .collect()
+}
+
+/// The filter stored at `range` of the file at `path`.
+async fn read_stored(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    range: Range<u64>,
+    location: &str,
+) -> Result<KeyFilter, EtlError> {
+    let bytes = store
+        .get_range(path, range)
+        .await
+        .map_err(|e| from_parquet(ParquetError::External(Box::new(e)), path.as_ref(), location))?;
+    KeyFilter::from_stored(&bytes).map_err(|e| from_parquet(e, path.as_ref(), location))
 }
 
 /// Every row's `text` column and `time` column (a timestamp, in
@@ -725,10 +902,22 @@ mod tests {
         assert!(properties.dictionary_enabled(&ColumnPath::from("state")));
     }
 
-    #[test]
-    fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
+    /// An index of the column `key` whose budget holds every filter.
+    fn unbounded(key: (&str, f64)) -> KeyIndex {
+        KeyIndex::within(key, Arc::new(Budget::new(usize::MAX)))
+    }
+
+    /// The number of hits of each probe of `keys` (false ones too).
+    async fn hits(index: &mut KeyIndex, store: &Arc<dyn ObjectStore>, keys: &[String]) -> usize {
+        let probes = index.probes(store, keys, "t", false).await.unwrap();
+        probes.values().map(Vec::len).sum()
+    }
+
+    #[tokio::test]
+    async fn a_file_this_process_wrote_is_probed_at_its_own_lower_rate() {
         let held: Vec<String> = (0..1_000).map(|i| format!("held-{i}")).collect();
-        let mut index = KeyIndex::default();
+        let mut index = unbounded(("k", FPP));
+        let store = memory();
         let file = DataFile {
             path: Path::from("own.parquet"),
             size: 1,
@@ -737,10 +926,9 @@ mod tests {
         // 200,000 keys it does not hold: at the files' own 1e-5 about two
         // would hit (a read of the file each); at 1e-7, none is expected.
         let absent: Vec<String> = (0..200_000).map(|i| format!("absent-{i}")).collect();
-        let hits: usize = index.probes(&absent, false).values().map(Vec::len).sum();
-        assert!(hits < 2, "{hits} false hits");
-        let present = index.probes(&held, false);
-        assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
+        let false_hits = hits(&mut index, &store, &absent).await;
+        assert!(false_hits < 2, "{false_hits} false hits");
+        assert_eq!(hits(&mut index, &store, &held).await, 1_000);
     }
 
     #[tokio::test]
@@ -775,33 +963,28 @@ mod tests {
         // A million keys none holds: at 1e-5 about five hit (a read of the
         // file each); at 1e-7, none is expected.
         let absent: Vec<String> = (0..1_000_000).map(|i| format!("absent-{i}")).collect();
-        let mut hits = Vec::new();
+        let mut false_hits = Vec::new();
         for (name, columns, properties) in files {
             let file = stored(&store, name, &batch, Some(properties)).await;
-            let mut index = KeyIndex::default();
-            index
-                .add(&store, vec![file], columns.key_filter(), "t")
-                .await
-                .unwrap();
-            let false_hits = index
-                .probes(&absent, false)
-                .values()
-                .map(Vec::len)
-                .sum::<usize>();
-            hits.push(false_hits);
-            let present = index.probes(&held, false);
-            assert_eq!(present.values().map(Vec::len).sum::<usize>(), 1_000);
+            let mut index = unbounded(columns.key_filter());
+            index.add(&store, vec![file], "t").await.unwrap();
+            false_hits.push(hits(&mut index, &store, &absent).await);
+            assert_eq!(hits(&mut index, &store, &held).await, 1_000);
         }
-        assert!(hits[0] < 2, "merge table: {} false hits", hits[0]);
         assert!(
-            hits[1] >= 2,
-            "append table: {} false hits, at 1e-5",
-            hits[1]
+            false_hits[0] < 2,
+            "merge table: {} false hits",
+            false_hits[0]
         );
         assert!(
-            hits[2] < 2,
+            false_hits[1] >= 2,
+            "append table: {} false hits, at 1e-5",
+            false_hits[1]
+        );
+        assert!(
+            false_hits[2] < 2,
             "merge table, compacted: {} false hits",
-            hits[2]
+            false_hits[2]
         );
     }
 
@@ -841,20 +1024,169 @@ mod tests {
             .build();
         let store = memory();
         let file = stored(&store, "other.parquet", &batch, Some(plain)).await;
-        let mut index = KeyIndex::default();
-        index
-            .add(&store, vec![file], ("k", FPP), "t")
-            .await
-            .unwrap();
-        assert_eq!(index.files.values().next().unwrap().groups.len(), 2);
+        let mut index = unbounded(("k", FPP));
+        index.add(&store, vec![file], "t").await.unwrap();
+        let filters = &index.files.values().next().unwrap().filters;
+        assert!(matches!(filters, Filters::Held { groups, .. } if groups.len() == 2));
 
         let asked: Vec<String> = ["key-0", "key-2999", "key-3000", "nope"]
             .map(String::from)
             .to_vec();
-        let held = index.held(&store, &asked, "k", "t", false).await.unwrap();
+        let held = index.held(&store, &asked, "t", false).await.unwrap();
         assert_eq!(held, [true, true, false, false]);
-        let every = index.held(&store, &keys, "k", "t", false).await.unwrap();
+        let every = index.held(&store, &keys, "t", false).await.unwrap();
         assert!(every.iter().all(|&h| h), "every stored key is held");
+    }
+
+    /// The keys `{name}-0` .. `{name}-{n - 1}`, written as the file `name`
+    /// of the column `k` by our writer (its filters at `LOW_FPP`), in row
+    /// groups of 1,000.
+    async fn our_file(
+        store: &Arc<dyn ObjectStore>,
+        name: &str,
+        n: usize,
+    ) -> (DataFile, Vec<String>) {
+        let keys: Vec<String> = (0..n).map(|i| format!("{name}-{i}")).collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(keys.clone()))]).unwrap();
+        let properties = writer_properties(("k", LOW_FPP), None, (n, 1_000));
+        (stored(store, name, &batch, Some(properties)).await, keys)
+    }
+
+    /// How many of an index's files have their filters held, stored, unread.
+    fn kinds(index: &KeyIndex) -> [usize; 3] {
+        let mut kinds = [0; 3];
+        for file in index.files.values() {
+            kinds[match file.filters {
+                Filters::Held { .. } => 0,
+                Filters::Stored(_) => 1,
+                Filters::Unread => 2,
+            }] += 1;
+        }
+        kinds
+    }
+
+    #[tokio::test]
+    async fn past_its_budget_an_index_reads_the_files_filters_at_each_probe_and_answers_the_same() {
+        let store = memory();
+        let mut files = Vec::new();
+        let mut keys = Vec::new();
+        for name in ["a", "b", "c"] {
+            let (file, of_file) = our_file(&store, name, 3_000).await;
+            files.push(file);
+            keys.extend(of_file);
+        }
+        // What one file's filters take: the budget of the bounded index.
+        let one = Arc::new(Budget::new(usize::MAX));
+        let mut probe = KeyIndex::within(("k", LOW_FPP), Arc::clone(&one));
+        probe.add(&store, files[..1].to_vec(), "t").await.unwrap();
+        let budget = Arc::new(Budget::new(one.held()));
+        drop(probe);
+        assert_eq!(one.held(), 0, "given back when the index is dropped");
+
+        let mut whole = unbounded(("k", LOW_FPP));
+        let mut bounded = KeyIndex::within(("k", LOW_FPP), Arc::clone(&budget));
+        whole.add(&store, files.clone(), "t").await.unwrap();
+        bounded.add(&store, files.clone(), "t").await.unwrap();
+        assert_eq!(kinds(&whole), [3, 0, 0]);
+        assert_eq!(
+            kinds(&bounded),
+            [1, 2, 0],
+            "one file held, two left in their files"
+        );
+        assert!(budget.held() > 0 && budget.take(1).is_none());
+
+        let mut asked: Vec<String> = keys.iter().step_by(7).cloned().collect();
+        asked.extend((0..3_000).map(|i| format!("absent-{i}")));
+        let expected = whole.held(&store, &asked, "t", false).await.unwrap();
+        assert_eq!(
+            bounded.held(&store, &asked, "t", false).await.unwrap(),
+            expected
+        );
+        assert_eq!(
+            expected.iter().filter(|&&h| h).count(),
+            keys.len().div_ceil(7)
+        );
+        for one_file in [&keys[10..11], &keys[3_000..3_001], &keys[8_999..]] {
+            let mut from_whole: Vec<Path> = whole
+                .may_hold(&store, one_file, "t")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| f.path)
+                .collect();
+            let mut from_bounded: Vec<Path> = bounded
+                .may_hold(&store, one_file, "t")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| f.path)
+                .collect();
+            from_whole.sort();
+            from_bounded.sort();
+            assert_eq!(from_bounded, from_whole, "{one_file:?}");
+        }
+
+        // A held file gone gives its bytes back; the next file fits.
+        let held: Vec<Path> = bounded
+            .files
+            .iter()
+            .filter(|(_, f)| matches!(f.filters, Filters::Held { .. }))
+            .map(|(path, _)| path.clone())
+            .collect();
+        bounded.remove(&held);
+        assert_eq!(budget.held(), 0);
+        let (d, _) = our_file(&store, "d", 3_000).await;
+        bounded.add(&store, vec![d], "t").await.unwrap();
+        assert_eq!(kinds(&bounded), [1, 2, 0]);
+        drop(bounded);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_file_written_past_the_budget_is_read_from_its_footer_when_first_probed() {
+        let store = memory();
+        let (file, keys) = our_file(&store, "own", 2_500).await;
+        let budget = Arc::new(Budget::new(0));
+        let mut index = KeyIndex::within(("k", LOW_FPP), Arc::clone(&budget));
+        index.add_written(file, &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(kinds(&index), [0, 0, 1]);
+
+        // Another writer's keys only: this writer's files are not looked in.
+        let absent = vec!["absent".to_owned()];
+        let held = index.held(&store, &absent, "t", true).await.unwrap();
+        assert_eq!(held, [false]);
+        assert_eq!(
+            kinds(&index),
+            [0, 0, 1],
+            "not read for a probe that skips it"
+        );
+
+        let mut asked = keys.clone();
+        asked.push("absent".to_owned());
+        let held = index.held(&store, &asked, "t", false).await.unwrap();
+        assert!(held[..keys.len()].iter().all(|&h| h), "every key it holds");
+        assert!(!held[keys.len()]);
+        assert_eq!(kinds(&index), [0, 1, 0], "its filters' places kept");
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_filter_built_of_a_file_without_one_is_held_past_the_budget() {
+        let keys: Vec<String> = (0..500).map(|i| format!("key-{i}")).collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("k", ArrowType::Utf8, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(keys.clone()))]).unwrap();
+        let store = memory();
+        let file = stored(&store, "other.parquet", &batch, None).await;
+        let budget = Arc::new(Budget::new(0));
+        let mut index = KeyIndex::within(("k", FPP), Arc::clone(&budget));
+        index.add(&store, vec![file], "t").await.unwrap();
+        assert_eq!(kinds(&index), [1, 0, 0]);
+        assert!(budget.held() > 0, "counted, though over");
+        let held = index.held(&store, &keys, "t", false).await.unwrap();
+        assert!(held.iter().all(|&h| h));
     }
 
     #[tokio::test]

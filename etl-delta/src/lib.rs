@@ -25,6 +25,18 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Memory
+//!
+//! A load learns which of its keys a table holds from the Parquet bloom
+//! filters every data file keeps on its key column, not from the rows. The
+//! process holds those filters in memory up to 32 MiB, across all its
+//! tables; past that it reads the rest from the files at each load, so a
+//! load's memory does not grow with the table, and each load then reads a
+//! few bytes a row of the table's filters. The environment variable
+//! `ETL_DELTA_KEY_FILTER_BYTES` sets that budget in bytes (`0`: no filter
+//! held; more: a larger table probed in memory alone); a value that is not
+//! a number fails the table's opening, naming it.
 
 #![warn(missing_docs)]
 

@@ -208,12 +208,12 @@ impl KeyedTable {
             metadata,
             schema,
             checkpoint_every,
-            index: KeyIndex::default(),
+            index: KeyIndex::new(columns.key_filter())?,
             next_txn: 0,
             checkpointing: None,
             kept: None,
         };
-        state.sync(&columns, &shown).await?;
+        state.sync(&shown).await?;
         state.read_txn(&shown).await?;
         Ok(KeyedTable {
             location,
@@ -529,15 +529,12 @@ impl State {
         others_only: bool,
     ) -> Result<Vec<usize>, EtlError> {
         let store = self.table.object_store();
-        let key = columns.key();
-        let held = match self.index.held(&store, keys, key, shown, others_only).await {
+        let held = match self.index.held(&store, keys, shown, others_only).await {
             Ok(held) => held,
             // A file compacted away and vacuumed since: look again.
             Err(_) => {
                 self.refresh(columns, shown).await?;
-                self.index
-                    .held(&store, keys, key, shown, others_only)
-                    .await?
+                self.index.held(&store, keys, shown, others_only).await?
             }
         };
         Ok(first_unheld(keys, &held))
@@ -561,7 +558,7 @@ impl State {
         }
         self.metadata = snapshot.metadata().clone();
         self.schema = schema;
-        self.sync(columns, shown).await
+        self.sync(shown).await
     }
 
     /// After a lost race: the winners' entries, read one by one, bring the
@@ -588,9 +585,7 @@ impl State {
                     .collect();
                 self.index.remove(&changes.removed);
                 let store = self.table.object_store();
-                self.index
-                    .add(&store, added, columns.key_filter(), shown)
-                    .await?;
+                self.index.add(&store, added, shown).await?;
                 if let Some(txn) = changes.txn {
                     self.next_txn = self.next_txn.max(txn + 1);
                 }
@@ -604,7 +599,8 @@ impl State {
         }
     }
 
-    async fn sync(&mut self, columns: &Columns, shown: &str) -> Result<(), EtlError> {
+    /// Brings the key index to the live files of the table as last read.
+    async fn sync(&mut self, shown: &str) -> Result<(), EtlError> {
         let snapshot = self
             .table
             .snapshot()
@@ -619,9 +615,7 @@ impl State {
             })
             .collect();
         let store = self.table.object_store();
-        self.index
-            .sync(&store, live, columns.key_filter(), shown)
-            .await
+        self.index.sync(&store, live, shown).await
     }
 
     /// The data files and schema change of an append of the entries

@@ -66,12 +66,12 @@ impl KeyedTable {
         let shown = self.shown();
         let mut state = self.state.lock().await;
         state.settle().await;
-        let (files, held) = match read_holders(&state, ids, shown).await {
+        let (files, held) = match read_holders(&mut state, ids, shown).await {
             Ok(read) => read,
             // A file compacted away and vacuumed since: look again.
             Err(_) => {
                 state.refresh(&self.columns, shown).await?;
-                read_holders(&state, ids, shown).await?
+                read_holders(&mut state, ids, shown).await?
             }
         };
         Ok(Holders {
@@ -194,12 +194,12 @@ impl KeyedTable {
         for _ in 0..MAX_RACES {
             let mut state = self.state.lock().await;
             state.settle().await;
-            let files = match holding(&state, &wanted, shown).await {
+            let files = match holding(&mut state, &wanted, shown).await {
                 Ok(files) => files,
                 // A file compacted away and vacuumed since: look again.
                 Err(_) => {
                     state.refresh(&self.columns, shown).await?;
-                    holding(&state, &wanted, shown).await?
+                    holding(&mut state, &wanted, shown).await?
                 }
             };
             let held: usize = files.iter().map(|(_, _, keys)| keys.len()).sum();
@@ -415,8 +415,7 @@ impl State {
         let adds: Vec<Add> = new.iter().chain(&rewritten).cloned().collect();
         match self.commit(&adds, removes, metadata, note).await {
             Ok(()) => {
-                let key = columns.key_filter();
-                self.note_rewrite(removes, (new, ids), rewritten, (key, shown))
+                self.note_rewrite(removes, (new, ids), rewritten, shown)
                     .await?;
                 Ok(true)
             }
@@ -435,14 +434,14 @@ impl State {
 
     /// Brings the key index to a committed rewrite: the files `removes`
     /// removed forgotten, the new rows' files `new` (of the keys `ids`)
-    /// and the `rewritten` ones (their filters read from their footers,
-    /// of `key`, the key column and its filters' rate) noted.
+    /// and the `rewritten` ones (their filters read from their footers)
+    /// noted.
     async fn note_rewrite(
         &mut self,
         removes: &[Remove],
         (new, ids): (&[Add], &[&str]),
         rewritten: Vec<Add>,
-        (key, shown): ((&str, f64), &str),
+        shown: &str,
     ) -> Result<(), EtlError> {
         let gone: Vec<Path> = removes
             .iter()
@@ -454,7 +453,7 @@ impl State {
         }
         let store = self.table.object_store();
         let rewritten = rewritten.iter().map(data_file).collect();
-        self.index.add(&store, rewritten, key, shown).await
+        self.index.add(&store, rewritten, shown).await
     }
 }
 
@@ -464,13 +463,16 @@ impl State {
 /// are read [`READ_AHEAD`] at a time (each a round trip or more on object
 /// storage).
 async fn read_holders(
-    state: &State,
+    state: &mut State,
     ids: &[String],
     shown: &str,
 ) -> Result<(Vec<(DataFile, usize, Vec<String>)>, Held), EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
-    let read = each_may_hold(state, ids, |file| held_in(&store, file, &wanted, shown)).await?;
+    let read = each_may_hold(state, ids, shown, |file| {
+        held_in(&store, file, &wanted, shown)
+    })
+    .await?;
     let mut files = Vec::new();
     let mut held = Held::new();
     for (file, rows, keys, of_file) in read {
@@ -487,15 +489,18 @@ async fn read_holders(
 /// `keys`, [`READ_AHEAD`] files at a time (each a round trip or more on
 /// object storage).
 async fn each_may_hold<R, F, Fut>(
-    state: &State,
+    state: &mut State,
     keys: &[String],
+    shown: &str,
     read: F,
 ) -> Result<Vec<R>, EtlError>
 where
     F: Fn(DataFile) -> Fut,
     Fut: std::future::Future<Output = Result<R, EtlError>>,
 {
-    futures_util::stream::iter(state.index.may_hold(keys))
+    let store = state.table.object_store();
+    let files = state.index.may_hold(&store, keys, shown).await?;
+    futures_util::stream::iter(files)
         .map(read)
         .buffered(READ_AHEAD)
         .try_collect()
@@ -528,13 +533,16 @@ async fn held_in(
 /// each with its count of rows and those of its rows' keys, read
 /// [`READ_AHEAD`] at a time.
 async fn holding(
-    state: &State,
+    state: &mut State,
     keys: &[String],
     shown: &str,
 ) -> Result<Vec<(DataFile, usize, Vec<String>)>, EtlError> {
     let store = state.table.object_store();
     let wanted: HashSet<&str> = keys.iter().map(String::as_str).collect();
-    let read = each_may_hold(state, keys, |file| keys_in(&store, file, &wanted, shown)).await?;
+    let read = each_may_hold(state, keys, shown, |file| {
+        keys_in(&store, file, &wanted, shown)
+    })
+    .await?;
     // A file without any: a filter's false positive.
     Ok(read
         .into_iter()
