@@ -45,7 +45,7 @@
 //!   analyst's repeatable-read transaction left open on the table and
 //!   without.
 //! - `merge_grown_postgres`, `merge_grown_delta`: a merge table of
-//!   1,000,000 issues (grown through `connect_typed` /
+//!   1,000,000 issues (`ETL_BENCH_GROWN` sets another count; grown through `connect_typed` /
 //!   `DeltaSink::open_typed` in merges of 100,000); `etl run` of 1,000
 //!   newer versions of records in its newest tenth against the same run
 //!   again (nothing new), alternated, median of 3; then (PostgreSQL) a
@@ -88,6 +88,10 @@ use runs::{etl_bin, median, next_url_pipeline, runtime, sections};
 /// with, so the incremental cursor is theirs.
 const SERVED: usize = 12;
 const GROWN: usize = 1_000_000;
+/// The env var that sets the `merge_grown_*` sections' table size in place
+/// of [`GROWN`] (a multiple of 100,000): 10,000,000 to see the merge's
+/// memory against the table's.
+const GROWN_VAR: &str = "ETL_BENCH_GROWN";
 const RUNS: usize = 5;
 /// The records the writers share out.
 const WRITTEN: usize = 100_000;
@@ -339,6 +343,17 @@ fn main() {
             "merge_grown_delta" => merge_grown(&rt, &delta("merged"), dir.path()),
             other => panic!("unknown section {other}"),
         }
+    }
+}
+
+/// The rows a `merge_grown_*` section grows its table to: [`GROWN_VAR`]'s,
+/// else [`GROWN`].
+fn grown() -> usize {
+    match std::env::var(GROWN_VAR) {
+        Ok(n) => n
+            .parse()
+            .unwrap_or_else(|e| panic!("{GROWN_VAR}: `{n}` is not a row count: {e}")),
+        Err(_) => GROWN,
     }
 }
 
@@ -1180,13 +1195,14 @@ fn merge_against_dlt(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
 /// the same run again, which changes nothing: what a merge costs beyond
 /// reading the pages and finding the records held.
 fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
+    let grown = grown();
     rt.block_on(out.drop());
     let start = Instant::now();
     rt.block_on(async {
         let sink = out
             .open(Write::Merge(MergeKeys::new(["/id".parse().unwrap()])))
             .await;
-        for from in (0..GROWN).step_by(100_000) {
+        for from in (0..grown).step_by(100_000) {
             let records: Vec<Issue> = issues_in(from..from + 100_000)
                 .into_iter()
                 .map(Issue::from_text)
@@ -1197,12 +1213,12 @@ fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     });
     rt.block_on(out.settle());
     println!(
-        "(a merge table grown to {GROWN} rows in {:.1} s)",
+        "(a merge table grown to {grown} rows in {:.1} s)",
         start.elapsed().as_secs_f64()
     );
     let server = rt.block_on(MockServer::start());
     let changed = |attempt: usize| -> Vec<String> {
-        issues_in(GROWN - GROWN / 10..GROWN - GROWN / 10 + LOAD)
+        issues_in(grown - grown / 10..grown - grown / 10 + LOAD)
             .into_iter()
             .map(|text| {
                 let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -1241,7 +1257,7 @@ fn merge_grown(rt: &tokio::runtime::Runtime, out: &Output, dir: &Path) {
     let wall = |t: &[(f64, u64)]| median(t.iter().map(|t| t.0).collect());
     let rss = |t: &[(f64, u64)]| t.iter().map(|t| t.1).max().unwrap_or(0) as f64 / 1000.0;
     println!(
-        "| {LOAD} records into a merge table of {GROWN} | wall (median of 3) | peak RSS (max) |"
+        "| {LOAD} records into a merge table of {grown} | wall (median of 3) | peak RSS (max) |"
     );
     println!("|---|---:|---:|");
     println!(
