@@ -86,9 +86,11 @@ use typed::Typed;
 ///   disk, a failed upload) is not part of the table, and a retry writes
 ///   its rows again;
 /// - which keys the table holds is known from a Parquet bloom filter on
-///   `content_key` in each data file, read once per file and checked
-///   against the file's key column where it may hold a key: a load costs
-///   what it loads, not what the table holds;
+///   `content_key` in each data file, checked against the file's key
+///   column where it may hold a key: a load costs what it loads, not what
+///   the table holds. The filters are held in memory up to a budget
+///   ([memory](crate#memory)), past which each load reads them from the
+///   files;
 /// - a commit is the log entry of the version after the newest this sink
 ///   knows, written only where no entry is (the log store's conditional
 ///   put): of two writers racing for a version one wins, and the loser
