@@ -20,7 +20,6 @@
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType as ArrowType;
-use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::logstore::parquet_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
@@ -378,8 +377,9 @@ impl KeyIndex {
         let hashes = &hashes;
         let read: Vec<(Group, Vec<usize>)> = futures_util::stream::iter(stored)
             .map(|(path, group, range)| async move {
-                let filter = read_stored(store, &path, range, location).await?;
-                Ok::<_, EtlError>(((path, Some(group)), hits(&filter, hashes)))
+                let filters = read_stored(store, &path, &[range], location).await?;
+                let hits = filters.iter().flat_map(|f| hits(f, hashes)).collect();
+                Ok::<_, EtlError>(((path, Some(group)), hits))
             })
             .buffer_unordered(READ_AHEAD)
             .try_collect()
@@ -496,11 +496,9 @@ async fn read_filters(
         let Some(taken) = budget.take(usize::try_from(bytes).unwrap_or(usize::MAX)) else {
             return Ok(Filters::Stored(ranges));
         };
-        let mut groups = Vec::with_capacity(ranges.len());
-        for (group, range) in ranges {
-            let filter = read_stored(store, &file.path, range, location).await?;
-            groups.push((Some(group), filter));
-        }
+        let (groups, ranges): (Vec<usize>, Vec<Range<u64>>) = ranges.into_iter().unzip();
+        let filters = read_stored(store, &file.path, &ranges, location).await?;
+        let groups = groups.into_iter().map(Some).zip(filters).collect();
         return Ok(Filters::Held {
             groups,
             _taken: taken,
@@ -550,18 +548,23 @@ fn stored_ranges(metadata: &ParquetMetaData, leaf: usize) -> Option<Vec<(usize, 
         .collect()
 }
 
-/// The filter stored at `range` of the file at `path`.
+/// The filters stored at `ranges` of the file at `path`, fetched in one
+/// call (object storage merges near ranges into one request).
 async fn read_stored(
     store: &Arc<dyn ObjectStore>,
     path: &Path,
-    range: Range<u64>,
+    ranges: &[Range<u64>],
     location: &str,
-) -> Result<KeyFilter, EtlError> {
-    let bytes = store
-        .get_range(path, range)
+) -> Result<Vec<KeyFilter>, EtlError> {
+    let fail = |e| from_parquet(e, path.as_ref(), location);
+    let stored = store
+        .get_ranges(path, ranges)
         .await
-        .map_err(|e| from_parquet(ParquetError::External(Box::new(e)), path.as_ref(), location))?;
-    KeyFilter::from_stored(&bytes).map_err(|e| from_parquet(e, path.as_ref(), location))
+        .map_err(|e| fail(ParquetError::External(Box::new(e))))?;
+    stored
+        .iter()
+        .map(|bytes| KeyFilter::from_stored(bytes).map_err(fail))
+        .collect()
 }
 
 /// Every row's `text` column and `time` column (a timestamp, in

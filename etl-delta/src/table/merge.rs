@@ -164,7 +164,6 @@ impl KeyedTable {
     }
 }
 
-/// What [`State::without`] wrote and read.
 /// The texts a rewrite is asked for: of the rows whose `_etl_key` is in
 /// the set, from the table's text column (the name).
 type Texts = (Arc<HashSet<String>>, String);
@@ -173,6 +172,7 @@ type Texts = (Arc<HashSet<String>>, String);
 /// stream that reads it.
 type Found = std::sync::Mutex<Vec<(String, String)>>;
 
+/// What [`State::without`] wrote and read.
 struct Without {
     /// The old files' `remove`s.
     removes: Vec<Remove>,
