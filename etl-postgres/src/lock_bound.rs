@@ -97,11 +97,13 @@ async fn in_transaction<T>(
     work: impl Future<Output = Result<T, EtlError>>,
 ) -> Result<T, EtlError> {
     let fail = |e: tokio_postgres::Error| errors::from_pg_plain(&e);
-    client
-        .batch_execute(&format!("BEGIN; {}", bound_sql()))
-        .await
-        .map_err(fail)?;
     let done = async {
+        // Inside the rollback's reach: a BEGIN that ran and a bound that
+        // failed leave an open, aborted transaction on the connection.
+        client
+            .batch_execute(&format!("BEGIN; {}", bound_sql()))
+            .await
+            .map_err(fail)?;
         let value = work.await?;
         client.batch_execute("COMMIT").await.map_err(fail)?;
         Ok(value)
